@@ -1,0 +1,152 @@
+"""The typed training configuration. Field docstrings become ``pgjax train --help``.
+
+Floats that may differ between runs compiled into one program (``gamma``, ``gae_lambda`` and
+each algorithm's ``TRACED`` fields) are *traced hyperparameters*; ``--grid`` sweeps them, and
+every grid point runs with every seed, all vmapped together.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Optional
+
+from pgjax.algos import ALGORITHMS, PPOConfig
+from pgjax.envs.core import ConfigError
+
+TRAIN_TRACED = ("gamma", "gae_lambda")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Train one update rule on one environment, several seeds and hyperparameters at once."""
+
+    algo: str = "ppo"
+    """Update rule: one of the registered algorithms (ppo)."""
+    env: str = "brax:inverted_pendulum"
+    """Environment id, <family>:<name>: brax:<any brax.envs name> or jax:cartpole."""
+    backend: str = "generalized"
+    """Brax physics backend: generalized, positional, spring or mjx."""
+    seeds: int = 1
+    """Number of seeds, run vmapped in one program: seed, seed+1, ..."""
+    seed: int = 0
+    """First seed."""
+    steps: int = 500_000
+    """Environment steps per run (rounded up to whole evaluation chunks)."""
+    num_envs: int = 64
+    """Parallel training environments."""
+    rollout_len: int = 32
+    """Steps per environment per iteration; batch = num_envs * rollout_len."""
+    episode_length: Optional[int] = None
+    """Time limit (truncation); None: the task's own (1000 for Brax, 500 for jax:cartpole)."""
+    gamma: float = 0.99
+    """Discount factor (traced)."""
+    gae_lambda: float = 0.95
+    """GAE lambda (traced)."""
+    policy: str = "auto"
+    """Policy kind: auto (Gaussian for Box, categorical for Discrete), gaussian, categorical."""
+    actor_hidden: tuple[int, ...] = (64, 64)
+    """Actor MLP hidden sizes."""
+    critic_hidden: tuple[int, ...] = (64, 64)
+    """Critic MLP hidden sizes."""
+    activation: str = "tanh"
+    """Hidden activation: tanh, relu, elu, silu."""
+    init_log_std: float = 0.0
+    """Initial log standard deviation of the Gaussian policy."""
+    normalize_obs: bool = True
+    """Running mean/std observation normalisation (statistics kept in the train state)."""
+    normalize_reward: bool = True
+    """Scale rewards by the running std of the discounted return (then clip to +-10)."""
+    eval_every: int = 10
+    """Iterations per chunk: the host prints, evaluates and writes records after each chunk."""
+    eval_envs: int = 16
+    """Evaluation environments (deterministic policy, one full episode each)."""
+    out: str = "runs"
+    """Directory under which the run directory is created."""
+    name: Optional[str] = None
+    """Run directory name; default <algo>_<env>_<timestamp>."""
+    grid: tuple[str, ...] = ()
+    """Traced-hyperparameter grid, e.g. --grid ppo.lr=1e-4,3e-4 ppo.clip_eps=0.1,0.2."""
+    quiet: bool = False
+    """Print no progress lines."""
+    ppo: PPOConfig = PPOConfig()
+    """PPO settings."""
+
+    @property
+    def algo_config(self):
+        return getattr(self, self.algo)
+
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.rollout_len
+
+    @property
+    def iterations_per_chunk(self) -> int:
+        return self.eval_every
+
+    @property
+    def num_chunks(self) -> int:
+        per_chunk = self.batch_size * self.eval_every
+        return max(1, -(-self.steps // per_chunk))
+
+    @property
+    def num_iterations(self) -> int:
+        return self.num_chunks * self.eval_every
+
+    def base_hparams(self) -> dict[str, float]:
+        hp = {k: float(getattr(self, k)) for k in TRAIN_TRACED}
+        hp.update({f"{self.algo}.{k}": v for k, v in self.algo_config.traced().items()})
+        return hp
+
+    def parse_grid(self) -> dict[str, list[float]]:
+        base, grid = self.base_hparams(), {}
+        for item in self.grid:
+            key, sep, values = item.partition("=")
+            if not sep or key not in base:
+                raise ConfigError(f"bad --grid entry '{item}'; write name=v1,v2 with name one of "
+                                  f"{', '.join(base)}")
+            try:
+                grid[key] = [float(v) for v in values.split(",") if v]
+            except ValueError:
+                raise ConfigError(f"bad --grid values in '{item}'; give numbers separated by commas") from None
+        return grid
+
+    def runs(self) -> list[tuple[int, dict[str, float]]]:
+        """Every (seed, traced hyperparameters) pair, grid-major then seed."""
+        base, grid = self.base_hparams(), self.parse_grid()
+        out = []
+        for values in itertools.product(*grid.values()):
+            hp = {**base, **dict(zip(grid, values))}
+            out.extend((self.seed + i, hp) for i in range(self.seeds))
+        return out
+
+    def validate(self) -> None:
+        """Check everything that can be checked before building or compiling anything."""
+        if self.algo not in ALGORITHMS or not hasattr(self, self.algo):
+            raise ConfigError(f"unknown algorithm '{self.algo}'; use --algo with one of "
+                              f"{', '.join(ALGORITHMS)}")
+        for name in ("seeds", "steps", "num_envs", "rollout_len", "eval_every", "eval_envs"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}; pass a positive "
+                                  f"--{name.replace('_', '-')}")
+        if self.episode_length is not None and self.episode_length < 1:
+            raise ConfigError("episode_length must be >= 1; pass a positive --episode-length")
+        for seed, hp in self.runs():
+            for key, v in hp.items():
+                _check_hparam(key.split(".")[-1], v)
+        self.algo_config.validate(self.batch_size)
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        return {k: v for k, v in d.items() if k == self.algo or k not in ALGORITHMS}
+
+
+def _check_hparam(name: str, v: float) -> None:
+    positive = ("lr", "clip_eps", "vf_clip_eps", "max_grad_norm")
+    unit = ("gamma", "gae_lambda")
+    if name in positive and not v > 0:
+        raise ConfigError(f"{name} must be > 0, got {v}; pass a positive value (e.g. --ppo.{name} 3e-4)"
+                          if name == "lr" else f"{name} must be > 0, got {v}; pass a positive value")
+    if name in unit and not 0.0 <= v <= 1.0:
+        raise ConfigError(f"{name} must be in [0, 1], got {v}; pass --{name.replace('_', '-')} in [0, 1]")
+    if name in ("vf_coef", "ent_coef", "target_kl") and v < 0:
+        raise ConfigError(f"{name} must be >= 0, got {v}; pass a non-negative value")

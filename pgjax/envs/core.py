@@ -1,0 +1,76 @@
+"""The pure, batched environment protocol every pgjax environment implements.
+
+An environment is a pair of pure functions over a named state pytree::
+
+    state, obs = env.reset(key)                # obs: [N, *obs_shape]
+    state, ts = env.step(state, action)        # ts: TimeStep, every field batched over N envs
+
+Environments reset themselves: when an episode ends at step t, ``ts.obs`` already holds the
+first observation of the next episode while ``ts.final_obs`` keeps the real last observation
+s'_t, so that truncated episodes can bootstrap from V(s'_t).
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Protocol
+
+import jax
+from flax import struct
+
+
+class ConfigError(ValueError):
+    """Bad user input (unknown env, invalid hyperparameter, ...), raised before compilation.
+
+    The message is one line that names the problem and the fix.
+    """
+
+
+class ActionSpace(NamedTuple):
+    """``kind`` is ``"box"`` (continuous, shape ``(n,)``, bounds low/high) or ``"discrete"``
+    (``n`` choices, scalar integer actions)."""
+
+    kind: str
+    n: int
+    low: float = -1.0
+    high: float = 1.0
+
+
+class EnvSpec(NamedTuple):
+    name: str
+    obs_shape: tuple
+    action: ActionSpace
+    num_envs: int
+    max_episode_steps: int
+
+
+@struct.dataclass
+class TimeStep:
+    """Output of one batched step; every field has leading dimension N (number of envs).
+
+    obs:            [N, *obs]  observation to act on next (a reset observation where done).
+    reward:         [N]        reward of this transition.
+    terminated:     [N] bool   the MDP reached a terminal state: do not bootstrap.
+    truncated:      [N] bool   the episode was cut by the time limit: bootstrap from final_obs.
+    final_obs:      [N, *obs]  the real next observation s'_t (equals obs where not done).
+    episode_return: [N]        undiscounted return of the episode that ended here (0 elsewhere).
+    episode_length: [N] int    length of the episode that ended here (0 elsewhere).
+    """
+
+    obs: jax.Array
+    reward: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+    final_obs: jax.Array
+    episode_return: jax.Array
+    episode_length: jax.Array
+
+    @property
+    def done(self) -> jax.Array:
+        return self.terminated | self.truncated
+
+
+class Env(Protocol):
+    spec: EnvSpec
+
+    def reset(self, key: jax.Array) -> tuple[Any, jax.Array]: ...
+
+    def step(self, state: Any, action: jax.Array) -> tuple[Any, TimeStep]: ...

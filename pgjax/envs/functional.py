@@ -1,0 +1,77 @@
+"""Turn a single-environment pure JAX simulator into a batched pgjax environment.
+
+A simulator is two pure functions for one environment::
+
+    sim_state, obs = reset1(key)
+    sim_state, obs, reward, terminated = step1(sim_state, action)
+
+``VectorEnv`` vmaps them over N environments and adds what every pgjax environment needs:
+the time limit (truncation), autoreset that keeps the real final observation, and episode
+statistics.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from pgjax.envs.core import ConfigError, EnvSpec, TimeStep
+
+
+@struct.dataclass
+class VectorEnvState:
+    sim: object  # simulator state batched over N
+    key: jax.Array  # [N, 2] per-env keys for resets
+    t: jax.Array  # [N] int32 steps since episode start
+    ep_return: jax.Array  # [N] running undiscounted return
+
+
+class VectorEnv:
+    def __init__(self, spec: EnvSpec, reset1: Callable, step1: Callable,
+                 clip_actions: bool = True):
+        if spec.num_envs < 1 or spec.max_episode_steps < 1:
+            raise ConfigError("num_envs and episode_length must be >= 1; pass positive values")
+        self.spec = spec
+        self._reset = jax.vmap(reset1)
+        self._step = jax.vmap(step1)
+        self._clip = clip_actions and spec.action.kind == "box"
+
+    def reset(self, key):
+        n = self.spec.num_envs
+        k_env, k_next = jax.random.split(key)
+        sim, obs = self._reset(jax.random.split(k_env, n))
+        state = VectorEnvState(sim=sim, key=jax.random.split(k_next, n),
+                               t=jnp.zeros(n, jnp.int32), ep_return=jnp.zeros(n, jnp.float32))
+        return state, obs
+
+    def step(self, state: VectorEnvState, action):
+        if self._clip:
+            action = jnp.clip(action, self.spec.action.low, self.spec.action.high)
+        sim, obs, reward, terminated = self._step(state.sim, action)
+        reward = reward.astype(jnp.float32)
+        terminated = terminated.astype(bool)
+        t = state.t + 1
+        truncated = (t >= self.spec.max_episode_steps) & ~terminated
+        done = terminated | truncated
+        ep_return = state.ep_return + reward
+        keys = jax.vmap(jax.random.split)(state.key)
+        next_key, reset_key = keys[:, 0], keys[:, 1]
+
+        def with_resets(operand):
+            sim, obs = operand
+            fresh_sim, fresh_obs = self._reset(reset_key)
+            pick = lambda new, old: jnp.where(
+                done.reshape(done.shape + (1,) * (jnp.ndim(old) - 1)), new, old).astype(
+                    jnp.result_type(old))
+            return jax.tree.map(pick, fresh_sim, sim), pick(fresh_obs, obs)
+
+        # A reset costs a simulator init; skip it on steps where no episode ended.
+        new_sim, new_obs = jax.lax.cond(jnp.any(done), with_resets, lambda o: o, (sim, obs))
+        ts = TimeStep(obs=new_obs, reward=reward, terminated=terminated, truncated=truncated,
+                      final_obs=obs, episode_return=jnp.where(done, ep_return, 0.0),
+                      episode_length=jnp.where(done, t, 0))
+        new_state = VectorEnvState(sim=new_sim, key=next_key, t=jnp.where(done, 0, t),
+                                   ep_return=jnp.where(done, 0.0, ep_return))
+        return new_state, ts

@@ -1,0 +1,121 @@
+"""Actor-critic networks: separate actor and critic MLPs with orthogonal initialisation
+(gain sqrt(2) on hidden layers, 0.01 on the policy head, 1.0 on the value head), as in the
+reference PPO implementations (Huang et al. 2022, "The 37 Implementation Details of PPO")."""
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple, Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from pgjax.distributions import Categorical, Gaussian
+from pgjax.envs.core import ActionSpace, ConfigError
+
+ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "elu": nn.elu, "silu": nn.silu}
+
+
+def _dense(features, gain):
+    return nn.Dense(features, kernel_init=nn.initializers.orthogonal(gain),
+                    bias_init=nn.initializers.zeros)
+
+
+class MLP(nn.Module):
+    hidden: Sequence[int]
+    out: int
+    out_gain: float
+    activation: Callable = nn.tanh
+
+    @nn.compact
+    def __call__(self, x):
+        for h in self.hidden:
+            x = self.activation(_dense(h, math.sqrt(2))(x))
+        return _dense(self.out, self.out_gain)(x)
+
+
+class GaussianActor(nn.Module):
+    hidden: Sequence[int]
+    action_dim: int
+    activation: Callable = nn.tanh
+    init_log_std: float = 0.0
+
+    @nn.compact
+    def __call__(self, obs):
+        mean = MLP(self.hidden, self.action_dim, 0.01, self.activation)(obs)
+        log_std = self.param("log_std", nn.initializers.constant(self.init_log_std),
+                             (self.action_dim,))
+        return {"mean": mean, "log_std": log_std}
+
+
+class CategoricalActor(nn.Module):
+    hidden: Sequence[int]
+    num_actions: int
+    activation: Callable = nn.tanh
+
+    @nn.compact
+    def __call__(self, obs):
+        return {"logits": MLP(self.hidden, self.num_actions, 0.01, self.activation)(obs)}
+
+
+class Critic(nn.Module):
+    hidden: Sequence[int]
+    activation: Callable = nn.tanh
+
+    @nn.compact
+    def __call__(self, obs):
+        return MLP(self.hidden, 1, 1.0, self.activation)(obs)[..., 0]
+
+
+class ActorCritic(NamedTuple):
+    """A policy kind: how to build parameters and turn observations into action distributions
+    and values. ``params = {"actor": ..., "critic": ...}``.
+
+    dist(actor_params, obs [B, *obs]) -> distribution parameters (pytree, batched over B)
+    value(critic_params, obs [B, *obs]) -> [B]
+    """
+
+    actor: nn.Module
+    critic: nn.Module
+    distribution: object  # Gaussian() or Categorical()
+
+    def init(self, key, obs_shape):
+        k_a, k_c = jax.random.split(key)
+        dummy = jnp.zeros((1,) + tuple(obs_shape))
+        return {"actor": self.actor.init(k_a, dummy), "critic": self.critic.init(k_c, dummy)}
+
+    def dist(self, actor_params, obs):
+        return self.actor.apply(actor_params, obs)
+
+    def value(self, critic_params, obs):
+        return self.critic.apply(critic_params, obs)
+
+
+POLICIES = ("auto", "gaussian", "categorical")
+
+
+def make_actor_critic(action: ActionSpace, policy: str = "auto",
+                      actor_hidden: Sequence[int] = (64, 64),
+                      critic_hidden: Sequence[int] = (64, 64), activation: str = "tanh",
+                      init_log_std: float = 0.0) -> ActorCritic:
+    """``policy`` is ``auto`` (Gaussian for Box, categorical for Discrete) or an explicit kind,
+    checked against the environment's action space."""
+    if activation not in ACTIVATIONS:
+        raise ConfigError(f"unknown activation '{activation}'; use one of {', '.join(ACTIVATIONS)}")
+    if policy not in POLICIES:
+        raise ConfigError(f"unknown policy '{policy}'; use --policy with one of {', '.join(POLICIES)}")
+    if policy == "auto":
+        policy = "gaussian" if action.kind == "box" else "categorical"
+    act = ACTIVATIONS[activation]
+    if policy == "gaussian":
+        if action.kind != "box":
+            raise ConfigError(f"policy 'gaussian' needs a continuous (Box) action space but the "
+                              f"environment's is {action.kind}; use --policy categorical or auto")
+        actor, dist = GaussianActor(tuple(actor_hidden), action.n, act, init_log_std), Gaussian()
+    else:
+        if action.kind != "discrete":
+            raise ConfigError(f"policy 'categorical' needs a discrete action space but the "
+                              f"environment's is {action.kind} ({action.n}-dim); use --policy "
+                              f"gaussian or auto")
+        actor, dist = CategoricalActor(tuple(actor_hidden), action.n, act), Categorical()
+    return ActorCritic(actor, Critic(tuple(critic_hidden), act), dist)

@@ -1,0 +1,212 @@
+"""One algorithm-agnostic trainer.
+
+``Trainer(cfg)`` builds pure functions of (key, traced hyperparameters):
+
+- ``init(key, hp) -> TrainState``
+- ``iteration(state, hp) -> (state, metrics)``: rollout, GAE, one update
+- ``chunk(state, hp) -> (state, metrics [eval_every])``: ``lax.scan`` over iterations
+- ``evaluate(state, key) -> metrics``: deterministic policy on separate eval environments
+- ``train(key, hp) -> (state, metrics [num_iterations])``: a whole run as one function
+
+``vmap`` over (key, hp) turns any of them into a batch of independent runs in one program;
+``run(cfg)`` is the host loop that does that in chunks, prints progress and writes records.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from pgjax.advantages import gae
+from pgjax.algos import ALGORITHMS
+from pgjax.algos.common import Batch
+from pgjax.config import TrainConfig
+from pgjax.envs import make_env
+from pgjax.nets import make_actor_critic
+from pgjax.normalize import RunningStats, init_stats, normalize, update_stats
+from pgjax.rollout import RolloutCarry, rollout
+
+
+@struct.dataclass
+class TrainState:
+    params: Any  # {"actor": ..., "critic": ...}
+    algo_state: Any  # optimiser and algorithm state (e.g. Adam moments)
+    obs_stats: RunningStats
+    rollout: RolloutCarry  # env state, current observation, reward-scaling statistics
+    key: jax.Array
+    iteration: jax.Array  # int32 number of updates done
+
+
+def _explained_variance(pred, target):
+    var = jnp.var(target)
+    return jnp.where(var > 0, 1.0 - jnp.var(target - pred) / var, 0.0)
+
+
+class Trainer:
+    def __init__(self, cfg: TrainConfig):
+        cfg.validate()
+        self.cfg = cfg
+        self.env = make_env(cfg.env, cfg.num_envs, cfg.episode_length, cfg.backend)
+        self.eval_env = make_env(cfg.env, cfg.eval_envs, cfg.episode_length, cfg.backend)
+        spec = self.env.spec
+        self.policy = make_actor_critic(spec.action, cfg.policy, cfg.actor_hidden,
+                                        cfg.critic_hidden, cfg.activation, cfg.init_log_std)
+        config_cls, factory = ALGORITHMS[cfg.algo]
+        self.algo = factory(cfg.algo_config, self.policy)
+        self.trace_counts = {"init": 0, "chunk": 0, "evaluate": 0}
+
+    # -- hyperparameters -------------------------------------------------------------------
+    def _algo_hp(self, hp):
+        prefix = self.cfg.algo + "."
+        return {k[len(prefix):]: v for k, v in hp.items() if k.startswith(prefix)}
+
+    # -- pure functions --------------------------------------------------------------------
+    def init(self, key, hp) -> TrainState:
+        self.trace_counts["init"] += 1
+        k_params, k_env, k_run = jax.random.split(key, 3)
+        params = self.policy.init(k_params, self.env.spec.obs_shape)
+        env_state, obs = self.env.reset(k_env)
+        obs_stats = init_stats(self.env.spec.obs_shape)
+        if self.cfg.normalize_obs:
+            obs_stats = update_stats(obs_stats, obs)
+        carry = RolloutCarry(env_state, obs, init_stats(),
+                             jnp.zeros(self.env.spec.num_envs, jnp.float32))
+        return TrainState(params=params, algo_state=self.algo.init(params, self._algo_hp(hp)),
+                          obs_stats=obs_stats, rollout=carry, key=k_run,
+                          iteration=jnp.int32(0))
+
+    def iteration(self, state: TrainState, hp):
+        cfg = self.cfg
+        key, k_roll, k_update = jax.random.split(state.key, 3)
+        carry, traj = rollout(self.env, self.policy, state.params["actor"],
+                              state.obs_stats if cfg.normalize_obs else None, state.rollout,
+                              k_roll, cfg.rollout_len, hp["gamma"], cfg.normalize_reward)
+        obs_stats = update_stats(state.obs_stats, traj.raw_obs) if cfg.normalize_obs \
+            else state.obs_stats
+        critic = state.params["critic"]
+        values = self.policy.value(critic, traj.obs)
+        next_values = self.policy.value(critic, traj.final_obs)
+        adv, ret = gae(traj.reward, values, next_values, traj.terminated, traj.truncated,
+                       hp["gamma"], hp["gae_lambda"])
+        flat = lambda x: x.reshape((-1,) + x.shape[2:])
+        batch = Batch(obs=flat(traj.obs), action=flat(traj.action),
+                      log_prob=flat(traj.log_prob), dist=jax.tree.map(flat, traj.dist),
+                      value=flat(values), advantage=flat(adv), ret=flat(ret))
+        progress = state.iteration.astype(jnp.float32) / cfg.num_iterations
+        params, algo_state, metrics = self.algo.update(state.params, state.algo_state, batch,
+                                                       k_update, self._algo_hp(hp), progress)
+        done = (traj.terminated | traj.truncated).astype(jnp.float32)
+        n_done = done.sum()
+        metrics = {**metrics,
+                   "explained_variance": _explained_variance(values, ret),
+                   "episodes": n_done,
+                   "train_return": jnp.where(n_done > 0, traj.episode_return.sum() /
+                                             jnp.maximum(n_done, 1), jnp.nan),
+                   "train_length": jnp.where(n_done > 0, traj.episode_length.sum() /
+                                             jnp.maximum(n_done, 1), jnp.nan)}
+        new_state = TrainState(params=params, algo_state=algo_state, obs_stats=obs_stats,
+                               rollout=carry, key=key, iteration=state.iteration + 1)
+        return new_state, metrics
+
+    def chunk(self, state: TrainState, hp):
+        self.trace_counts["chunk"] += 1
+        return jax.lax.scan(lambda s, _: self.iteration(s, hp), state, None,
+                            length=self.cfg.iterations_per_chunk)
+
+    def evaluate(self, state: TrainState, key):
+        """Mean undiscounted return and length of one episode per eval env, acting with the
+        distribution's mode and frozen normalisation statistics."""
+        self.trace_counts["evaluate"] += 1
+        env, dist = self.eval_env, self.policy.distribution
+        env_state, obs = env.reset(key)
+        n = env.spec.num_envs
+
+        def step(c, _):
+            env_state, obs, ret, length, alive = c
+            o = normalize(state.obs_stats, obs) if self.cfg.normalize_obs else obs
+            action = dist.mode(self.policy.dist(state.params["actor"], o))
+            env_state, ts = env.step(env_state, action)
+            ret = ret + jnp.where(alive, ts.reward, 0.0)
+            length = length + alive.astype(jnp.int32)
+            return (env_state, ts.obs, ret, length, alive & ~ts.done), None
+
+        init = (env_state, obs, jnp.zeros(n), jnp.zeros(n, jnp.int32), jnp.ones(n, bool))
+        (_, _, ret, length, _), _ = jax.lax.scan(step, init, None,
+                                                 length=env.spec.max_episode_steps)
+        return {"eval_return": ret.mean(), "eval_return_std": ret.std(),
+                "eval_length": length.mean()}
+
+    def train(self, key, hp):
+        """A whole run as one pure function: (key, hp) -> (final state, metrics [I])."""
+        state = self.init(key, hp)
+        return jax.lax.scan(lambda s, _: self.iteration(s, hp), state, None,
+                            length=self.cfg.num_iterations)
+
+
+def stack_hparams(runs) -> dict[str, jax.Array]:
+    keys = runs[0][1].keys()
+    return {k: jnp.asarray([hp[k] for _, hp in runs], jnp.float32) for k in keys}
+
+
+def run_keys(runs):
+    """Per-run (train key, eval key) from the seed alone, so a run is reproducible no matter
+    which other runs share its program."""
+    base = jnp.stack([jax.random.PRNGKey(seed) for seed, _ in runs])
+    return jax.vmap(lambda k: jax.random.fold_in(k, 0))(base), \
+        jax.vmap(lambda k: jax.random.fold_in(k, 1))(base)
+
+
+class VmappedRuns:
+    """Jitted, vmapped entry points over a batch of runs. Each compiles once."""
+
+    def __init__(self, trainer: Trainer):
+        self.trainer = trainer
+        self.init = jax.jit(jax.vmap(trainer.init))
+        self.chunk = jax.jit(jax.vmap(trainer.chunk), donate_argnums=0)
+        self.evaluate = jax.jit(jax.vmap(trainer.evaluate))
+
+
+def run(cfg: TrainConfig, log=print):
+    """Host loop: train every (seed, hyperparameter) run of ``cfg`` in one vmapped program,
+    chunk by chunk, printing progress, evaluating and writing records after each chunk.
+    Returns the ``RunRecords`` of the run directory."""
+    from pgjax.records import RunRecords
+
+    trainer = Trainer(cfg)
+    runs = cfg.runs()
+    hps = stack_hparams(runs)
+    train_keys, eval_keys = run_keys(runs)
+    fns = VmappedRuns(trainer)
+    records = RunRecords.create(cfg, runs)
+    say = (lambda *a: None) if cfg.quiet else log
+    say(f"pgjax: {cfg.algo} on {cfg.env} | {len(runs)} runs vmapped | "
+        f"{cfg.num_iterations} iterations x {cfg.batch_size} steps | records: {records.root}")
+
+    t0 = time.time()
+    state = fns.init(train_keys, hps)
+    ev = jax.device_get(fns.evaluate(state, jax.vmap(jax.random.fold_in, (0, None))(eval_keys, 0)))
+    records.write_eval(0, 0, time.time() - t0, ev)
+    steps_per_iter = cfg.batch_size
+    for c in range(cfg.num_chunks):
+        tc = time.time()
+        state, metrics = fns.chunk(state, hps)
+        ev = fns.evaluate(state, jax.vmap(jax.random.fold_in, (0, None))(eval_keys, c + 1))
+        metrics, ev = jax.device_get((metrics, ev))
+        wall = time.time() - t0
+        first_iter = c * cfg.iterations_per_chunk
+        records.write_chunk(first_iter, steps_per_iter, wall, metrics, ev)
+        env_steps = (c + 1) * cfg.iterations_per_chunk * steps_per_iter
+        sps = cfg.iterations_per_chunk * steps_per_iter * len(runs) / (time.time() - tc)
+        finished = metrics["train_return"][np.isfinite(metrics["train_return"])]
+        tr = finished.mean() if finished.size else float("nan")
+        say(f"  steps {env_steps:>10,}/{cfg.num_iterations * steps_per_iter:,} | "
+            f"{sps:>9,.0f} steps/s | train return {tr:8.1f} | eval return "
+            f"{np.mean(ev['eval_return']):8.1f} (min {np.min(ev['eval_return']):.1f}, "
+            f"max {np.max(ev['eval_return']):.1f}) | {wall:6.0f}s")
+        records.save_params(jax.device_get(state.params), jax.device_get(state.obs_stats))
+    records.finish()
+    return records
