@@ -170,13 +170,13 @@ class VmappedRuns:
         self.evaluate = jax.jit(jax.vmap(trainer.evaluate))
 
 
-def run(cfg: TrainConfig, log=print):
+def run(cfg: TrainConfig, log=print, trainer: Trainer | None = None):
     """Host loop: train every (seed, hyperparameter) run of ``cfg`` in one vmapped program,
     chunk by chunk, printing progress, evaluating and writing records after each chunk.
     Returns the ``RunRecords`` of the run directory."""
     from pgjax.records import RunRecords
 
-    trainer = Trainer(cfg)
+    trainer = trainer or Trainer(cfg)
     runs = cfg.runs()
     hps = stack_hparams(runs)
     train_keys, eval_keys = run_keys(runs)

@@ -67,11 +67,10 @@ def clipped_surrogate(ratio, adv, hp):
     return jnp.minimum(ratio * adv, jnp.clip(ratio, 1.0 - eps, 1.0 + eps) * adv)
 
 
-def make_clipped_family(name: str, cfg, policy, surrogate: Callable) -> Algorithm:
-    """An actor-critic update of K epochs of shuffled minibatch Adam steps on
-    ``-mean(surrogate(r, A)) + c_v L_V - c_e H``."""
+def make_loss(cfg, policy, surrogate: Callable) -> Callable:
+    """loss(params, minibatch, hp) -> (loss, aux) with
+    loss = -mean(surrogate(r, A)) + c_v * L_V - c_e * H."""
     dist = policy.distribution
-    tx = adam(cfg.adam_eps)
 
     def loss_fn(params, mb, hp):
         d = policy.dist(params["actor"], mb.obs)
@@ -87,6 +86,15 @@ def make_clipped_family(name: str, cfg, policy, surrogate: Callable) -> Algorith
                "approx_kl": ((ratio - 1.0) - log_ratio).mean(),
                "clip_frac": (jnp.abs(ratio - 1.0) > hp["clip_eps"]).mean()}
         return loss, aux
+
+    return loss_fn
+
+
+def make_clipped_family(name: str, cfg, policy, surrogate: Callable) -> Algorithm:
+    """An actor-critic update of K epochs of shuffled minibatch Adam steps on the loss of
+    ``make_loss``."""
+    tx = adam(cfg.adam_eps)
+    loss_fn = make_loss(cfg, policy, surrogate)
 
     def init(params, hp):
         return tx.init(params)

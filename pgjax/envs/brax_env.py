@@ -6,6 +6,8 @@ Actions live in [-1, 1] (Brax's normalised actuator range) and are clipped there
 """
 from __future__ import annotations
 
+import warnings
+
 from pgjax.envs.core import ActionSpace, ConfigError, EnvSpec
 from pgjax.envs.functional import VectorEnv
 
@@ -29,7 +31,11 @@ def make_brax_env(name: str, num_envs: int, episode_length: int = 1000,
                           f"{', '.join(BACKENDS)}")
     from brax import envs as brax_envs
 
-    env = brax_envs.get_environment(name, backend=backend)
+    with warnings.catch_warnings():
+        # Brax warns on every environment build that it is in maintenance mode; pgjax uses its
+        # environments only, and says so in its docs.
+        warnings.filterwarnings("ignore", message="Brax System, piplines")
+        env = brax_envs.get_environment(name, backend=backend)
 
     def reset1(key):
         s = env.reset(key)

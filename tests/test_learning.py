@@ -1,0 +1,36 @@
+"""Learning tests: returns reached within a budget, several seeds vmapped in one program."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from pgjax import TrainConfig, run
+from pgjax.algos import PPOConfig
+
+
+def final_eval_returns(records):
+    out = []
+    for d in records.run_dirs:
+        df = pd.read_csv(d / "metrics.csv")
+        out.append(df.loc[df["eval_return"].notna(), "eval_return"].iloc[-1])
+    return np.array(out)
+
+
+@pytest.mark.slow
+def test_ppo_inverted_pendulum_reaches_900_within_500k_steps(tmp_path):
+    # 24 chunks of 10 iterations x (64 envs x 32 steps) = 491,520 env steps per seed
+    cfg = TrainConfig(env="brax:inverted_pendulum", seeds=4, steps=491_520, out=str(tmp_path),
+                      name="ppo_ip", quiet=True)
+    assert cfg.num_iterations * cfg.batch_size <= 500_000
+    returns = final_eval_returns(run(cfg))
+    print("final eval returns per seed:", returns)
+    assert (returns >= 900).sum() >= 3, returns
+
+
+@pytest.mark.slow
+def test_ppo_categorical_cartpole_reaches_475(tmp_path):
+    cfg = TrainConfig(env="jax:cartpole", seeds=4, steps=153_600, num_envs=16, rollout_len=64,
+                      out=str(tmp_path), name="ppo_cp", quiet=True,
+                      ppo=PPOConfig(lr=2.5e-4, epochs=4, minibatches=4, ent_coef=0.01))
+    returns = final_eval_returns(run(cfg))
+    print("final eval returns per seed:", returns)
+    assert (returns >= 475).sum() >= 3, returns

@@ -1,0 +1,84 @@
+"""The PPO loss against values worked out by hand."""
+import math
+from typing import NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from pgjax.algos.common import Batch, value_loss
+from pgjax.algos.ppo import PPOConfig, clipped_surrogate, make_loss
+from pgjax.distributions import Categorical
+
+
+class FixedPolicy(NamedTuple):
+    """A 'network' whose outputs are its parameters, so every number is chosen by hand."""
+    distribution: object = Categorical()
+
+    def dist(self, actor_params, obs):
+        return {"logits": actor_params["logits"]}
+
+    def value(self, critic_params, obs):
+        return critic_params["v"]
+
+
+def test_clipped_surrogate_hand_values():
+    ratio = jnp.array([0.5, 0.9, 1.1, 1.5, 1.5, 0.5])
+    adv = jnp.array([1.0, 1.0, -2.0, 2.0, -1.0, -1.0])
+    got = clipped_surrogate(ratio, adv, {"clip_eps": 0.2})
+    # min(rA, clip(r)A): 0.5 | 0.9 | -2.2 | 1.2*2=2.4 | -1.5 (unclipped is lower) | -0.8
+    np.testing.assert_allclose(got, [0.5, 0.9, -2.2, 2.4, -1.5, -0.8], rtol=1e-6)
+
+
+def test_value_loss_hand_values():
+    v, v_old, ret = jnp.array([1.0, 0.0]), jnp.array([0.0, 0.0]), jnp.array([0.5, 1.0])
+    # unclipped: 0.5 * mean(0.25, 1) = 0.3125
+    assert float(value_loss(v, v_old, ret)) == pytest.approx(0.3125)
+    # clipped at 0.2: V_clip = (0.2, 0.0); errors max(0.25, 0.09)=0.25, max(1, 1)=1 -> same
+    assert float(value_loss(v, v_old, ret, 0.2)) == pytest.approx(0.3125)
+    v2 = jnp.array([0.6, 0.0])
+    # err (0.6-0.5)^2 = 0.01, clipped (0.2-0.5)^2 = 0.09 -> 0.09; second 1 -> 0.5*(1.09)/2
+    assert float(value_loss(v2, v_old, ret, 0.2)) == pytest.approx(0.5 * (0.09 + 1.0) / 2)
+
+
+def test_full_ppo_loss_hand_values():
+    # Two states, two actions. New policy logits give p(a=0) = e/(e+1) in state 0, 0.5 in 1.
+    logits = jnp.array([[1.0, 0.0], [0.0, 0.0]])
+    action = jnp.array([0, 1])
+    old_logp = jnp.log(jnp.array([0.5, 0.8]))
+    p0 = math.e / (math.e + 1)
+    ratios = np.array([p0 / 0.5, 0.5 / 0.8])  # 1.4621, 0.625
+    adv = jnp.array([1.0, -1.0])
+    mb = Batch(obs=jnp.zeros((2, 1)), action=action, log_prob=old_logp, dist=None,
+               value=jnp.array([0.0, 1.0]), advantage=adv, ret=jnp.array([1.0, 1.0]))
+    params = {"actor": {"logits": logits}, "critic": {"v": jnp.array([0.5, 1.5])}}
+    hp = {"clip_eps": 0.2, "vf_coef": 0.5, "ent_coef": 0.01, "vf_clip_eps": 0.2}
+    cfg = PPOConfig(norm_adv=False, clip_vloss=True)
+    loss, aux = make_loss(cfg, FixedPolicy(), clipped_surrogate)(params, mb, hp)
+
+    # surrogate: state 0, A=+1: min(1.4621, 1.2) = 1.2; state 1, A=-1: min(-0.625, -0.8) = -0.8
+    pg = -(1.2 - 0.8) / 2
+    # value: state 0 err (0.5-1)^2=0.25, clipped V=0.2 -> 0.64 -> 0.64; state 1 err 0.25,
+    # clipped V=1.2 -> 0.04 -> 0.25.  0.5 * mean = 0.5 * 0.445
+    vl = 0.5 * (0.64 + 0.25) / 2
+    ent0 = -(p0 * math.log(p0) + (1 - p0) * math.log(1 - p0))
+    ent = (ent0 + math.log(2)) / 2
+    assert float(aux["pg_loss"]) == pytest.approx(pg, rel=1e-5)
+    assert float(aux["v_loss"]) == pytest.approx(vl, rel=1e-5)
+    assert float(loss) == pytest.approx(pg + 0.5 * vl - 0.01 * ent, rel=1e-5)
+    # both ratios are outside [0.8, 1.2]
+    assert float(aux["clip_frac"]) == pytest.approx(1.0)
+    logr = np.log(ratios)
+    assert float(aux["approx_kl"]) == pytest.approx(np.mean(ratios - 1 - logr), rel=1e-5)
+
+
+def test_advantage_normalisation_switch():
+    mb = Batch(obs=jnp.zeros((2, 1)), action=jnp.array([0, 0]), log_prob=jnp.log(jnp.array([0.5, 0.5])),
+               dist=None, value=jnp.zeros(2), advantage=jnp.array([3.0, 5.0]), ret=jnp.zeros(2))
+    params = {"actor": {"logits": jnp.zeros((2, 2))}, "critic": {"v": jnp.zeros(2)}}
+    hp = {"clip_eps": 0.2, "vf_coef": 0.0, "ent_coef": 0.0, "vf_clip_eps": 0.2}
+    # ratio 1 everywhere: pg = -mean(A); normalised advantages have mean 0
+    _, aux = make_loss(PPOConfig(norm_adv=False), FixedPolicy(), clipped_surrogate)(params, mb, hp)
+    assert float(aux["pg_loss"]) == pytest.approx(-4.0)
+    _, aux = make_loss(PPOConfig(norm_adv=True), FixedPolicy(), clipped_surrogate)(params, mb, hp)
+    assert float(aux["pg_loss"]) == pytest.approx(0.0, abs=1e-6)
