@@ -66,4 +66,5 @@ def rollout(env, policy, actor_params, obs_stats: RunningStats | None, carry: Ro
                         episode_length=ts.episode_length)
         return RolloutCarry(env_state, ts.obs, ret_stats, ret_acc), tr
 
+    carry = carry.replace(env_state=env.refresh(carry.env_state))
     return jax.lax.scan(step, carry, jax.random.split(key, length))

@@ -8,6 +8,13 @@ A simulator is two pure functions for one environment::
 ``VectorEnv`` vmaps them over N environments and adds what every pgjax environment needs:
 the time limit (truncation), autoreset that keeps the real final observation, and episode
 statistics.
+
+Autoreset draws from a *reset pool*: one freshly reset state per environment, held in the env
+state and swapped in (a select, no simulator call) when that environment's episode ends.
+``refresh(state)`` redraws the pool with new keys; the rollout calls it once per rollout, so a
+simulator reset costs 1/T of a step instead of a full reset on every step (under ``vmap`` a
+conditional reset would run on every step anyway). An environment whose episode ends twice
+within one rollout starts both new episodes from the same pool state.
 """
 from __future__ import annotations
 
@@ -26,6 +33,8 @@ class VectorEnvState:
     key: jax.Array  # [N, 2] per-env keys for resets
     t: jax.Array  # [N] int32 steps since episode start
     ep_return: jax.Array  # [N] running undiscounted return
+    pool_sim: object  # [N] fresh reset states swapped in when an episode ends
+    pool_obs: jax.Array  # [N, *obs] their observations
 
 
 class VectorEnv:
@@ -43,8 +52,15 @@ class VectorEnv:
         k_env, k_next = jax.random.split(key)
         sim, obs = self._reset(jax.random.split(k_env, n))
         state = VectorEnvState(sim=sim, key=jax.random.split(k_next, n),
-                               t=jnp.zeros(n, jnp.int32), ep_return=jnp.zeros(n, jnp.float32))
-        return state, obs
+                               t=jnp.zeros(n, jnp.int32), ep_return=jnp.zeros(n, jnp.float32),
+                               pool_sim=sim, pool_obs=obs)
+        return self.refresh(state), obs
+
+    def refresh(self, state: VectorEnvState) -> VectorEnvState:
+        """Redraw the reset pool with fresh per-env keys."""
+        keys = jax.vmap(jax.random.split)(state.key)
+        pool_sim, pool_obs = self._reset(keys[:, 1])
+        return state.replace(key=keys[:, 0], pool_sim=pool_sim, pool_obs=pool_obs)
 
     def step(self, state: VectorEnvState, action):
         if self._clip:
@@ -56,22 +72,14 @@ class VectorEnv:
         truncated = (t >= self.spec.max_episode_steps) & ~terminated
         done = terminated | truncated
         ep_return = state.ep_return + reward
-        keys = jax.vmap(jax.random.split)(state.key)
-        next_key, reset_key = keys[:, 0], keys[:, 1]
-
-        def with_resets(operand):
-            sim, obs = operand
-            fresh_sim, fresh_obs = self._reset(reset_key)
-            pick = lambda new, old: jnp.where(
-                done.reshape(done.shape + (1,) * (jnp.ndim(old) - 1)), new, old).astype(
-                    jnp.result_type(old))
-            return jax.tree.map(pick, fresh_sim, sim), pick(fresh_obs, obs)
-
-        # A reset costs a simulator init; skip it on steps where no episode ended.
-        new_sim, new_obs = jax.lax.cond(jnp.any(done), with_resets, lambda o: o, (sim, obs))
+        pick = lambda new, old: jnp.where(
+            done.reshape(done.shape + (1,) * (jnp.ndim(old) - 1)), new, old).astype(
+                jnp.result_type(old))
+        new_sim = jax.tree.map(pick, state.pool_sim, sim)
+        new_obs = pick(state.pool_obs, obs)
         ts = TimeStep(obs=new_obs, reward=reward, terminated=terminated, truncated=truncated,
                       final_obs=obs, episode_return=jnp.where(done, ep_return, 0.0),
                       episode_length=jnp.where(done, t, 0))
-        new_state = VectorEnvState(sim=new_sim, key=next_key, t=jnp.where(done, 0, t),
-                                   ep_return=jnp.where(done, 0.0, ep_return))
+        new_state = state.replace(sim=new_sim, t=jnp.where(done, 0, t),
+                                  ep_return=jnp.where(done, 0.0, ep_return))
         return new_state, ts
