@@ -10,7 +10,7 @@ import dataclasses
 import itertools
 from typing import Optional
 
-from pgjax.algos import ALGORITHMS, PPOConfig
+from pgjax.algos import ALGORITHMS, FixPOConfig, PPOConfig, SPOConfig, TRPOConfig
 from pgjax.envs.core import ConfigError
 
 TRAIN_TRACED = ("gamma", "gae_lambda")
@@ -21,7 +21,7 @@ class TrainConfig:
     """Train one update rule on one environment, several seeds and hyperparameters at once."""
 
     algo: str = "ppo"
-    """Update rule: one of the registered algorithms (ppo)."""
+    """Update rule: ppo, trpo, spo (Simple Policy Optimization, ICML 2025) or fixpo."""
     env: str = "brax:inverted_pendulum"
     """Environment id, <family>:<name>: brax:<any brax.envs name> or jax:cartpole."""
     backend: str = "generalized"
@@ -70,6 +70,12 @@ class TrainConfig:
     """Print no progress lines."""
     ppo: PPOConfig = PPOConfig()
     """PPO settings."""
+    trpo: TRPOConfig = TRPOConfig()
+    """TRPO settings."""
+    spo: SPOConfig = SPOConfig()
+    """SPO settings (clip_eps is SPO's epsilon)."""
+    fixpo: FixPOConfig = FixPOConfig()
+    """FixPO settings."""
 
     @property
     def algo_config(self):
@@ -141,12 +147,13 @@ class TrainConfig:
 
 
 def _check_hparam(name: str, v: float) -> None:
-    positive = ("lr", "clip_eps", "vf_clip_eps", "max_grad_norm")
-    unit = ("gamma", "gae_lambda")
+    positive = ("lr", "clip_eps", "vf_clip_eps", "max_grad_norm", "delta", "vf_lr", "eps_kl",
+                "c_beta", "beta_lr")
+    unit = ("gamma", "gae_lambda", "backtrack")
     if name in positive and not v > 0:
         raise ConfigError(f"{name} must be > 0, got {v}; pass a positive value (e.g. --ppo.{name} 3e-4)"
                           if name == "lr" else f"{name} must be > 0, got {v}; pass a positive value")
     if name in unit and not 0.0 <= v <= 1.0:
         raise ConfigError(f"{name} must be in [0, 1], got {v}; pass --{name.replace('_', '-')} in [0, 1]")
-    if name in ("vf_coef", "ent_coef", "target_kl") and v < 0:
+    if name in ("vf_coef", "ent_coef", "target_kl", "damping", "beta0") and v < 0:
         raise ConfigError(f"{name} must be >= 0, got {v}; pass a non-negative value")

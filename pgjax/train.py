@@ -160,6 +160,18 @@ def run_keys(runs):
         jax.vmap(lambda k: jax.random.fold_in(k, 1))(base)
 
 
+class TrainingError(RuntimeError):
+    """A run's update reported a failure (e.g. FixPO's fixup cap); records up to it are kept."""
+
+
+def check_errors(cfg: TrainConfig, metrics, first_iter: int, run_ids) -> None:
+    for name, message in type(cfg.algo_config).ERRORS.items():
+        flags = np.asarray(metrics.get(name, 0.0))
+        if np.any(flags > 0):
+            r, i = np.argwhere(flags > 0)[0]
+            raise TrainingError(f"{message} (run {run_ids[r]}, update {first_iter + i + 1})")
+
+
 class VmappedRuns:
     """Jitted, vmapped entry points over a batch of runs. Each compiles once."""
 
@@ -199,6 +211,7 @@ def run(cfg: TrainConfig, log=print, trainer: Trainer | None = None):
         wall = time.time() - t0
         first_iter = c * cfg.iterations_per_chunk
         records.write_chunk(first_iter, steps_per_iter, wall, metrics, ev)
+        check_errors(cfg, metrics, first_iter, [d.name for d in records.run_dirs])
         env_steps = (c + 1) * cfg.iterations_per_chunk * steps_per_iter
         sps = cfg.iterations_per_chunk * steps_per_iter * len(runs) / (time.time() - tc)
         finished = metrics["train_return"][np.isfinite(metrics["train_return"])]

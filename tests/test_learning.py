@@ -34,3 +34,25 @@ def test_ppo_categorical_cartpole_reaches_475(tmp_path):
     returns = final_eval_returns(run(cfg))
     print("final eval returns per seed:", returns)
     assert (returns >= 475).sum() >= 3, returns
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["trpo", "spo", "fixpo"])
+def test_trust_region_methods_inverted_pendulum_reach_900_within_1m_steps(algo, tmp_path):
+    # 24 chunks of 10 iterations x 2048 env steps = 491,520 env steps per seed (<= 1M)
+    cfg = TrainConfig(algo=algo, env="brax:inverted_pendulum", seeds=4, steps=491_520,
+                      out=str(tmp_path), name=algo, quiet=True)
+    assert cfg.num_iterations * cfg.batch_size <= 1_000_000
+    returns = final_eval_returns(run(cfg))
+    print(algo, "final eval returns per seed:", returns)
+    assert (returns >= 900).sum() >= 3, returns
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["trpo", "spo", "fixpo"])
+def test_trust_region_methods_learn_discrete_cartpole(algo, tmp_path):
+    cfg = TrainConfig(algo=algo, env="jax:cartpole", seeds=4, steps=204_800, num_envs=16,
+                      rollout_len=64, out=str(tmp_path), name=algo, quiet=True)
+    returns = final_eval_returns(run(cfg))
+    print(algo, "final eval returns per seed:", returns)
+    assert (returns >= 475).sum() >= 3, returns

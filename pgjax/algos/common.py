@@ -57,6 +57,8 @@ class AlgoConfig:
     switches) and fixed at compile time."""
 
     TRACED: ClassVar[tuple[str, ...]] = ()
+    # metric name -> message: a run whose update reports the metric > 0 is stopped with it
+    ERRORS: ClassVar[dict[str, str]] = {}
 
     def traced(self) -> dict[str, float]:
         return {k: float(getattr(self, k)) for k in self.TRACED}

@@ -1,0 +1,86 @@
+"""Trust-region diagnostics of PPO, TRPO, SPO and FixPO on the same task and budget.
+
+    python experiments/trust_region_diagnostics.py --env brax:hopper --seeds 4 \
+        --steps 500000 --out experiments/results/trust_region
+
+For every algorithm: one run directory (all seeds vmapped), then a table of per-update
+trust-region statistics over all updates and seeds — max |r - 1| and max per-state KL
+(median, 95th percentile, max), FixPO's fixup steps as a fraction of primary steps, TRPO's
+acceptance rate — and a plot of max |r - 1| per update.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pgjax import TrainConfig, run
+
+
+def diagnostics(root: Path) -> dict:
+    cfg = json.loads((root / "config.json").read_text())
+    frames = [pd.read_csv(root / "runs" / r["id"] / "metrics.csv").iloc[1:] for r in cfg["runs"]]
+    df = pd.concat(frames)
+    last = [f["eval_return"].dropna().iloc[-1] for f in frames]
+    out = {"algo": cfg["config"]["algo"], "env": cfg["config"]["env"], "seeds": len(frames),
+           "updates": len(df), "final_eval_return_mean": float(np.mean(last))}
+    for col in ("ratio_dev_max", "kl_max"):
+        out[f"{col}_median"] = float(df[col].median())
+        out[f"{col}_p95"] = float(df[col].quantile(0.95))
+        out[f"{col}_max"] = float(df[col].max())
+    if "fixup_steps" in df:
+        out["fixup_fraction"] = float(df["fixup_steps"].sum() / df["primary_steps"].sum())
+    if "accepted" in df:
+        out["trpo_accept_rate"] = float(df["accepted"].mean())
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--env", default="brax:inverted_pendulum")
+    p.add_argument("--algos", nargs="+", default=["ppo", "trpo", "spo", "fixpo"])
+    p.add_argument("--seeds", type=int, default=4)
+    p.add_argument("--steps", type=int, default=500_000)
+    p.add_argument("--num-envs", type=int, default=64)
+    p.add_argument("--rollout-len", type=int, default=32)
+    p.add_argument("--actor-hidden", type=int, nargs="+", default=[64, 64])
+    p.add_argument("--out", default="experiments/results/trust_region")
+    a = p.parse_args()
+    rows, curves = [], {}
+    for algo in a.algos:
+        cfg = TrainConfig(algo=algo, env=a.env, seeds=a.seeds, steps=a.steps,
+                          num_envs=a.num_envs, rollout_len=a.rollout_len,
+                          actor_hidden=tuple(a.actor_hidden), out=a.out,
+                          name=f"{algo}_{a.env.replace(':', '-')}")
+        rec = run(cfg)
+        rows.append(diagnostics(rec.root))
+        curves[algo] = pd.concat([pd.read_csv(d / "metrics.csv").iloc[1:] for d in rec.run_dirs])
+    table = pd.DataFrame(rows)
+    out = Path(a.out)
+    table.to_csv(out / f"diagnostics_{a.env.replace(':', '-')}.csv", index=False)
+    print(table.to_string(index=False))
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for algo, df in curves.items():
+        g = df.groupby("env_steps")["ratio_dev_max"]
+        ax.plot(g.median().index, g.median().values, label=f"{algo} (median over seeds)")
+    ax.set_yscale("log")
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("max |r - 1| over the batch, per update")
+    ax.set_title(a.env)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out / f"ratio_deviation_{a.env.replace(':', '-')}.png", dpi=120)
+
+
+if __name__ == "__main__":
+    main()

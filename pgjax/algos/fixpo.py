@@ -1,0 +1,196 @@
+"""FixPO (Zentner, Puri, Huang & Sukhatme 2023, "Guaranteed Trust Region Optimization via
+Two-Phase KL Penalization").
+
+Primary phase, each minibatch, with beta held fixed inside the step:
+
+    L_theta = -mean[r A] + beta * mean_s KL_s + c_v L_V - c_e H,
+
+then beta takes an Adam step on L_beta = beta * (eps_KL - C_beta * max_{s in minibatch} KL_s)
+and is clipped at 0: beta rises while the minibatch's max KL exceeds eps_KL / C_beta.
+
+Fixup phase (after the last epoch, or after every epoch): passes over the batch in fixed
+minibatches; every minibatch whose max per-state KL exceeds eps_KL gets a gradient step on
+beta * mean KL (and the beta update); the phase ends after a pass with no violation. A pass
+without violations takes no step, so at its end every sampled state satisfies
+KL_s <= eps_KL — the guarantee. The number of passes is capped; hitting the cap is reported
+as an error by the trainer.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from pgjax.algos.common import (AlgoConfig, Algorithm, adam, normalize_advantage, sgd_step,
+                                shuffled_minibatches, trust_region_stats, value_loss)
+
+
+@dataclasses.dataclass(frozen=True)
+class FixPOConfig(AlgoConfig):
+    """FixPO hyperparameters; defaults from the authors' runs."""
+
+    lr: float = 3e-4
+    """Adam learning rate (traced; linearly annealed when anneal_lr)."""
+    eps_kl: float = 0.5
+    """Guaranteed bound on every sampled state's KL(pi_old || pi_new) (traced)."""
+    c_beta: float = 3.0
+    """Target factor: the primary phase aims for max KL <= eps_kl / c_beta (traced)."""
+    beta0: float = 1.0
+    """Initial KL penalty coefficient beta (traced)."""
+    beta_lr: float = 0.01
+    """Adam learning rate of beta (traced)."""
+    vf_coef: float = 0.1
+    """Value-loss coefficient (traced)."""
+    ent_coef: float = 0.0
+    """Entropy-bonus coefficient (traced)."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clip (traced)."""
+    epochs: int = 10
+    """Primary-phase passes over the batch."""
+    minibatches: int = 4
+    """Primary-phase minibatches per epoch (2048 / 4 = 512, the authors' size)."""
+    fixup_minibatches: int = 2
+    """Fixup-phase minibatches per pass (2048 / 2 = 1024, the authors' size)."""
+    fixup_every_epoch: bool = False
+    """Run the fixup phase after every epoch instead of only after the last."""
+    fixup_max_passes: int = 1000
+    """Cap on fixup passes; reaching it stops training with an error."""
+    norm_adv: bool = False
+    """Normalise advantages per minibatch (off in the authors' runs)."""
+    anneal_lr: bool = True
+    """Anneal the learning rate linearly to 0."""
+    adam_eps: float = 1e-5
+    """Adam epsilon."""
+
+    TRACED = ("lr", "eps_kl", "c_beta", "beta0", "beta_lr", "vf_coef", "ent_coef",
+              "max_grad_norm")
+    ERRORS = {"fixup_cap_hit": "FixPO's fixup phase reached fixup_max_passes without bringing "
+                               "every state's KL under eps_kl; lower --fixpo.lr or raise "
+                               "--fixpo.fixup-max-passes"}
+
+    def validate(self, batch_size: int) -> None:
+        from pgjax.envs.core import ConfigError
+
+        for name in ("epochs", "minibatches", "fixup_minibatches", "fixup_max_passes"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"fixpo {name} must be >= 1; pass --fixpo.{name.replace('_', '-')} >= 1")
+        for name in ("minibatches", "fixup_minibatches"):
+            if batch_size % getattr(self, name):
+                raise ConfigError(
+                    f"batch of {batch_size} transitions (num_envs x rollout_len) is not divisible "
+                    f"into {getattr(self, name)} {name.replace('_', ' ')}; change --num-envs, "
+                    f"--rollout-len or --fixpo.{name.replace('_', '-')}")
+
+
+
+
+def make_fixpo(cfg: FixPOConfig, policy) -> Algorithm:
+    dist = policy.distribution
+    tx = adam(cfg.adam_eps)
+    beta_tx = optax.scale_by_adam()
+
+    def kl_terms(actor, mb):
+        d = policy.dist(actor, mb.obs)
+        kl = dist.kl(mb.dist, d)
+        return d, kl
+
+    def primary_loss(params, mb, beta, hp):
+        d, kl = kl_terms(params["actor"], mb)
+        ratio = jnp.exp(dist.log_prob(d, mb.action) - mb.log_prob)
+        adv = normalize_advantage(mb.advantage) if cfg.norm_adv else mb.advantage
+        pg_loss = -(ratio * adv).mean()
+        v_loss = value_loss(policy.value(params["critic"], mb.obs), mb.value, mb.ret)
+        entropy = dist.entropy(d).mean()
+        loss = pg_loss + beta * kl.mean() + hp["vf_coef"] * v_loss - hp["ent_coef"] * entropy
+        return loss, {"pg_loss": pg_loss, "v_loss": v_loss, "kl_max_mb": kl.max()}
+
+    def beta_step(beta, beta_opt, max_kl, hp):
+        grad = hp["eps_kl"] - hp["c_beta"] * max_kl  # d L_beta / d beta
+        upd, beta_opt = beta_tx.update(grad, beta_opt)
+        return jnp.maximum(beta - hp["beta_lr"] * upd, 0.0), beta_opt
+
+    def init(params, hp):
+        return {"opt": {"actor": tx.init(params["actor"]), "critic": tx.init(params["critic"])},
+                "beta": jnp.float32(hp["beta0"]), "beta_opt": beta_tx.init(jnp.float32(0.0))}
+
+    def apply(opt, params, grads, lr, hp, parts):
+        """Adam steps on the named parts of params with a joint global-norm clip."""
+        g_norm = optax.global_norm({p: grads[p] for p in parts})
+        scale = jnp.minimum(1.0, hp["max_grad_norm"] / (g_norm + 1e-12))
+        params, opt = dict(params), dict(opt)
+        for p in parts:
+            params[p], opt[p], _ = sgd_step(tx, opt[p], params[p],
+                                            jax.tree.map(lambda g: g * scale, grads[p]), lr,
+                                            jnp.inf)
+        return params, opt, g_norm
+
+    def fixup(params, st, batch, hp, lr):
+        mbs = jax.tree.map(lambda x: x.reshape((cfg.fixup_minibatches, -1) + x.shape[1:]), batch)
+
+        def mb_step(c, mb):
+            params, opt, beta, beta_opt, n = c
+            (_, kl_max), grads = jax.value_and_grad(
+                lambda a: (lambda kl: (beta * kl.mean(), kl.max()))(kl_terms(a, mb)[1]),
+                has_aux=True)(params["actor"])
+            violated = kl_max > hp["eps_kl"]
+            new_params, new_opt, _ = apply(opt, params, {"actor": grads}, lr, hp, ("actor",))
+            new_beta, new_beta_opt = beta_step(beta, beta_opt, kl_max, hp)
+            params, opt, beta, beta_opt = jax.tree.map(
+                lambda a, b: jnp.where(violated, a, b), (new_params, new_opt, new_beta, new_beta_opt),
+                (params, opt, beta, beta_opt))
+            return (params, opt, beta, beta_opt, n + violated), None
+
+        def one_pass(c):
+            passes, _, params, opt, beta, beta_opt, steps = c
+            (params, opt, beta, beta_opt, n), _ = jax.lax.scan(
+                mb_step, (params, opt, beta, beta_opt, jnp.int32(0)), mbs)
+            return passes + 1, n, params, opt, beta, beta_opt, steps + n
+
+        c = (jnp.int32(0), jnp.int32(1), params, st["opt"], st["beta"], st["beta_opt"],
+             jnp.int32(0))
+        passes, violations, params, opt, beta, beta_opt, steps = jax.lax.while_loop(
+            lambda c: (c[1] > 0) & (c[0] < cfg.fixup_max_passes), one_pass, c)
+        st = {"opt": opt, "beta": beta, "beta_opt": beta_opt}
+        return params, st, steps, violations > 0
+
+    def update(params, st, batch, key, hp, progress):
+        lr = hp["lr"] * (1.0 - progress) if cfg.anneal_lr else hp["lr"]
+
+        def mb_step(c, mb):
+            params, st = c
+            (_, aux), grads = jax.value_and_grad(primary_loss, has_aux=True)(
+                params, mb, st["beta"], hp)
+            params, opt, g_norm = apply(st["opt"], params, grads, lr, hp, ("actor", "critic"))
+            beta, beta_opt = beta_step(st["beta"], st["beta_opt"], aux["kl_max_mb"], hp)
+            return (params, {"opt": opt, "beta": beta, "beta_opt": beta_opt}), {
+                **aux, "grad_norm": g_norm}
+
+        def epoch(c, k):
+            params, st, fix_steps, cap_hit = c
+            (params, st), logs = jax.lax.scan(mb_step, (params, st),
+                                              shuffled_minibatches(k, batch, cfg.minibatches))
+            if cfg.fixup_every_epoch:
+                params, st, n, hit = fixup(params, st, batch, hp, lr)
+                fix_steps, cap_hit = fix_steps + n, cap_hit | hit
+            return (params, st, fix_steps, cap_hit), logs
+
+        (params, st, fix_steps, cap_hit), logs = jax.lax.scan(
+            epoch, (params, st, jnp.int32(0), jnp.bool_(False)), jax.random.split(key, cfg.epochs))
+        kl_before = kl_terms(params["actor"], batch)[1].max()
+        if not cfg.fixup_every_epoch:
+            params, st, fix_steps, cap_hit = fixup(params, st, batch, hp, lr)
+        primary = cfg.epochs * cfg.minibatches
+        metrics = {"pg_loss": logs["pg_loss"].mean(), "v_loss": logs["v_loss"].mean(),
+                   "grad_norm": logs["grad_norm"].mean(), "beta": st["beta"],
+                   "primary_steps": jnp.float32(primary),
+                   "fixup_steps": fix_steps.astype(jnp.float32),
+                   "grad_steps": primary + fix_steps.astype(jnp.float32),
+                   "fixup_fraction": fix_steps.astype(jnp.float32) / primary,
+                   "fixup_cap_hit": cap_hit.astype(jnp.float32), "lr": lr,
+                   "kl_max_before_fixup": kl_before}
+        metrics.update(trust_region_stats(policy, params["actor"], batch))
+        return params, st, metrics
+
+    return Algorithm("fixpo", cfg, init, update)

@@ -1,0 +1,154 @@
+"""TRPO (Schulman et al. 2015, "Trust Region Policy Optimization").
+
+Maximise L(theta) = mean[r A] subject to mean_s KL(pi_old || pi_theta) <= delta:
+
+1. g = grad L at theta_old; Fisher-vector products F v = grad((grad KL) . v) + damping v by
+   forward-over-reverse differentiation (never a dense matrix);
+2. conjugate gradient for F x = g (``cg_iters`` iterations from x0 = 0);
+3. full step x sqrt(2 delta / x^T F x), then backtracking theta_old + c^j step, j < n_ls:
+   the first with mean KL <= delta *and* L improved is taken; if none is, theta_old is kept;
+4. the critic is fitted separately with epochs of minibatch Adam on the value targets.
+
+All of it runs inside ``jit`` (CG and line search are ``lax`` loops).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+from jax.flatten_util import ravel_pytree
+
+from pgjax.algos.common import (AlgoConfig, Algorithm, adam, normalize_advantage, sgd_step,
+                                shuffled_minibatches, trust_region_stats, value_loss)
+
+
+@dataclasses.dataclass(frozen=True)
+class TRPOConfig(AlgoConfig):
+    """TRPO hyperparameters; defaults from the reference implementations."""
+
+    delta: float = 0.01
+    """Trust-region radius: bound on the mean KL(pi_old || pi_new) (traced)."""
+    damping: float = 0.1
+    """Damping added to the Fisher matrix (traced)."""
+    backtrack: float = 0.8
+    """Line-search shrink factor c (traced)."""
+    vf_lr: float = 1e-3
+    """Critic Adam learning rate (traced)."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clip for the critic (traced)."""
+    cg_iters: int = 10
+    """Conjugate-gradient iterations."""
+    ls_steps: int = 10
+    """Backtracking line-search steps."""
+    vf_epochs: int = 5
+    """Critic epochs per update."""
+    vf_minibatches: int = 32
+    """Critic minibatches per epoch; the batch must divide evenly."""
+    norm_adv: bool = True
+    """Normalise advantages over the batch."""
+
+    TRACED = ("delta", "damping", "backtrack", "vf_lr", "max_grad_norm")
+
+    def validate(self, batch_size: int) -> None:
+        from pgjax.envs.core import ConfigError
+
+        if min(self.cg_iters, self.ls_steps, self.vf_epochs, self.vf_minibatches) < 1:
+            raise ConfigError("trpo cg_iters, ls_steps, vf_epochs and vf_minibatches must be >= 1")
+        if batch_size % self.vf_minibatches:
+            raise ConfigError(
+                f"batch of {batch_size} transitions (num_envs x rollout_len) is not divisible into "
+                f"{self.vf_minibatches} minibatches; change --num-envs, --rollout-len or "
+                f"--trpo.vf-minibatches")
+
+
+def conjugate_gradient(matvec, b, iters: int, tol: float = 1e-10):
+    """Solve A x = b for symmetric positive-definite A, from x0 = 0 (Hestenes & Stiefel)."""
+
+    def body(c):
+        i, x, r, p, rr = c
+        ap = matvec(p)
+        alpha = rr / jnp.maximum(p @ ap, 1e-30)
+        x, r = x + alpha * p, r - alpha * ap
+        rr_new = r @ r
+        return i + 1, x, r, r + (rr_new / jnp.maximum(rr, 1e-30)) * p, rr_new
+
+    init = (0, jnp.zeros_like(b), b, b, b @ b)
+    _, x, *_ = jax.lax.while_loop(lambda c: (c[0] < iters) & (c[4] > tol), body, init)
+    return x
+
+
+def policy_objectives(policy, batch, adv, unravel):
+    """(surrogate, mean_kl) as functions of the flat actor parameters:
+    mean[r A] and mean_s KL(pi_old(.|s) || pi_theta(.|s)) over the batch."""
+    dist = policy.distribution
+
+    def surrogate(flat):
+        d = policy.dist(unravel(flat), batch.obs)
+        return jnp.mean(jnp.exp(dist.log_prob(d, batch.action) - batch.log_prob) * adv)
+
+    def mean_kl(flat):
+        return dist.kl(batch.dist, policy.dist(unravel(flat), batch.obs)).mean()
+
+    return surrogate, mean_kl
+
+
+def fisher_vector_product(mean_kl, flat0, damping):
+    """v -> (F + damping I) v with F the Hessian of the mean KL at flat0 (the Fisher matrix),
+    by forward-over-reverse differentiation."""
+    grad_kl = jax.grad(mean_kl)
+    return lambda v: jax.jvp(grad_kl, (flat0,), (v,))[1] + damping * v
+
+
+def make_trpo(cfg: TRPOConfig, policy) -> Algorithm:
+    tx = adam(1e-5)
+
+    def init(params, hp):
+        return tx.init(params["critic"])
+
+    def update(params, opt_state, batch, key, hp, progress):
+        flat0, unravel = ravel_pytree(params["actor"])
+        adv = normalize_advantage(batch.advantage) if cfg.norm_adv else batch.advantage
+
+        surrogate, mean_kl = policy_objectives(policy, batch, adv, unravel)
+        fvp = fisher_vector_product(mean_kl, flat0, hp["damping"])
+
+        loss0, g = jax.value_and_grad(surrogate)(flat0)
+        x = conjugate_gradient(fvp, g, cfg.cg_iters)
+        xfx = x @ fvp(x)
+        step = x * jnp.sqrt(2.0 * hp["delta"] / jnp.maximum(xfx, 1e-12))
+
+        def ls_body(c):
+            j, _, _ = c
+            flat = flat0 + hp["backtrack"] ** j.astype(jnp.float32) * step
+            ok = (mean_kl(flat) <= hp["delta"]) & (surrogate(flat) - loss0 > 0)
+            return j + 1, ok, jnp.where(ok, flat, flat0)
+
+        j, accepted, flat = jax.lax.while_loop(
+            lambda c: (c[0] < cfg.ls_steps) & ~c[1], ls_body, (jnp.int32(0), jnp.bool_(False), flat0))
+        actor = unravel(flat)
+
+        def vf_step(carry, mb):
+            critic, opt_state = carry
+            v_loss, grads = jax.value_and_grad(
+                lambda c: value_loss(policy.value(c, mb.obs), mb.value, mb.ret))(critic)
+            critic, opt_state, g_norm = sgd_step(tx, opt_state, critic, grads, hp["vf_lr"],
+                                                 hp["max_grad_norm"])
+            return (critic, opt_state), {"v_loss": v_loss, "grad_norm": g_norm}
+
+        def vf_epoch(carry, k):
+            return jax.lax.scan(vf_step, carry, shuffled_minibatches(k, batch, cfg.vf_minibatches))
+
+        (critic, opt_state), logs = jax.lax.scan(vf_epoch, (params["critic"], opt_state),
+                                                 jax.random.split(key, cfg.vf_epochs))
+        new_params = {"actor": actor, "critic": critic}
+        metrics = {"v_loss": logs["v_loss"].mean(), "grad_norm": logs["grad_norm"].mean(),
+                   "pg_loss": -surrogate(flat), "ls_steps": j.astype(jnp.float32),
+                   "accepted": accepted.astype(jnp.float32),
+                   "step_norm": jnp.linalg.norm(flat - flat0),
+                   "grad_steps": jnp.float32(1 + cfg.vf_epochs * cfg.vf_minibatches),
+                   "cg_xfx": xfx}
+        metrics.update(trust_region_stats(policy, actor, batch))
+        return new_params, opt_state, metrics
+
+    return Algorithm("trpo", cfg, init, update)
