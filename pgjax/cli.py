@@ -36,19 +36,7 @@ def train_main(argv: list[str]) -> int:
 COMMANDS = {"train": train_main}
 
 
-def _cpu_safe_xla_flags() -> None:
-    """XLA's CPU runtime can wedge its multi-threaded Eigen pool on large vmapped programs
-    (a hang at 0% CPU); pgjax's small networks gain nothing from intra-op Eigen threads, so
-    the CLI turns them off unless the user set the flag. Must run before JAX initialises."""
-    import os
-
-    flags = os.environ.get("XLA_FLAGS", "")
-    if "xla_cpu_multi_thread_eigen" not in flags:
-        os.environ["XLA_FLAGS"] = (flags + " --xla_cpu_multi_thread_eigen=false").strip()
-
-
 def main(argv: list[str] | None = None) -> int:
-    _cpu_safe_xla_flags()
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)

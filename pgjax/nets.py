@@ -16,9 +16,39 @@ from pgjax.envs.core import ActionSpace, ConfigError
 ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "elu": nn.elu, "silu": nn.silu}
 
 
+def _orthonormal_columns(a):
+    """Orthonormalise the columns of a [m, n] (m >= n) by classical Gram-Schmidt applied twice
+    (numerically as good as Householder QR for these well-conditioned Gaussian matrices)."""
+    idx = jnp.arange(a.shape[1])
+
+    def body(j, q):
+        before = (idx < j).astype(q.dtype)
+        v = q[:, j]
+        for _ in range(2):
+            v = v - q @ ((q.T @ v) * before)
+        return q.at[:, j].set(v / jnp.linalg.norm(v))
+
+    return jax.lax.fori_loop(0, a.shape[1], body, a)
+
+
+def orthogonal(gain: float):
+    """Orthogonal initialiser (Saxe et al. 2014) with the semantics of flax's, built from
+    plain array ops. LAPACK's batched QR, which flax's initialiser calls, deadlocks XLA's CPU
+    thread pool when many seeds are initialised under ``vmap`` on a 2-core machine."""
+
+    def init(key, shape, dtype=jnp.float32):
+        rows, cols = math.prod(shape[:-1]), shape[-1]
+        a = jax.random.normal(key, (max(rows, cols), min(rows, cols)), jnp.float32)
+        q = _orthonormal_columns(a)
+        if rows < cols:
+            q = q.T
+        return (gain * q).reshape(shape).astype(dtype)
+
+    return init
+
+
 def _dense(features, gain):
-    return nn.Dense(features, kernel_init=nn.initializers.orthogonal(gain),
-                    bias_init=nn.initializers.zeros)
+    return nn.Dense(features, kernel_init=orthogonal(gain), bias_init=nn.initializers.zeros)
 
 
 class MLP(nn.Module):

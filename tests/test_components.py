@@ -63,3 +63,19 @@ def test_orthogonal_init_and_policy_action_space_checks():
         make_actor_critic(ActionSpace("box", 3), "categorical")
     with pytest.raises(ConfigError, match="gaussian.*continuous.*--policy categorical"):
         make_actor_critic(ActionSpace("discrete", 2), "gaussian")
+
+
+def test_orthogonal_initialiser_shapes_and_distribution():
+    from pgjax.nets import orthogonal
+
+    init = orthogonal(1.5)
+    for shape in [(7, 3), (3, 7), (16, 16)]:
+        w = np.asarray(init(jax.random.PRNGKey(0), shape))
+        small = min(shape)
+        gram = w.T @ w if shape[0] >= shape[1] else w @ w.T
+        np.testing.assert_allclose(gram, 1.5**2 * np.eye(small), atol=1e-5)
+    # vmapped over keys (as when seeds are initialised together) it still works, and the
+    # matrices differ between keys
+    ws = jax.jit(jax.vmap(lambda k: init(k, (8, 8))))(jax.random.split(jax.random.PRNGKey(1), 4))
+    np.testing.assert_allclose(np.einsum("bij,bik->bjk", ws, ws), np.broadcast_to(2.25 * np.eye(8), (4, 8, 8)), atol=1e-5)
+    assert not np.allclose(ws[0], ws[1])

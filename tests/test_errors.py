@@ -21,6 +21,10 @@ BAD = [
     (["--gamma", "1.5"], "gamma must be in [0, 1]"),
     (["--algo", "a2c"], "unknown algorithm 'a2c'"),
     (["--grid", "ppo.foo=1"], "bad --grid entry 'ppo.foo=1'"),
+    (["--algo", "trpo", "--trpo.delta", "0"], "delta must be > 0"),
+    (["--algo", "fixpo", "--fixpo.eps-kl", "-0.1"], "eps_kl must be > 0"),
+    (["--algo", "fixpo", "--num-envs", "6", "--rollout-len", "6"], "not divisible into 4 minibatches"),
+    (["--algo", "spo", "--spo.lr", "0"], "lr must be > 0"),
 ]
 
 
