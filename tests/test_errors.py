@@ -23,7 +23,7 @@ BAD = [
     (["--grid", "ppo.foo=1"], "bad --grid entry 'ppo.foo=1'"),
     (["--algo", "trpo", "--trpo.delta", "0"], "delta must be > 0"),
     (["--algo", "fixpo", "--fixpo.eps-kl", "-0.1"], "eps_kl must be > 0"),
-    (["--algo", "fixpo", "--num-envs", "6", "--rollout-len", "6"], "not divisible into 4 minibatches"),
+    (["--algo", "fixpo", "--num-envs", "5", "--rollout-len", "5"], "not divisible into 4 minibatches"),
     (["--algo", "spo", "--spo.lr", "0"], "lr must be > 0"),
 ]
 
