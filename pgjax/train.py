@@ -55,7 +55,7 @@ class Trainer:
         spec = self.env.spec
         self.policy = make_actor_critic(spec.action, cfg.policy, cfg.actor_hidden,
                                         cfg.critic_hidden, cfg.activation, cfg.init_log_std)
-        config_cls, factory = ALGORITHMS[cfg.algo]
+        _, factory = ALGORITHMS[cfg.algo]
         self.algo = factory(cfg.algo_config, self.policy)
         self.trace_counts = {"init": 0, "chunk": 0, "evaluate": 0}
 
