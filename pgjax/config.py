@@ -139,7 +139,7 @@ class TrainConfig:
         for seed, hp in self.runs():
             for key, v in hp.items():
                 _check_hparam(key.split(".")[-1], v)
-        self.algo_config.validate(self.batch_size)
+        self.algo_config.validate(self.batch_size, self.algo)
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)

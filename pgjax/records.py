@@ -58,6 +58,7 @@ class RunRecords:
     root: Path
     run_dirs: list
     columns: list | None = None
+    pending_initial: list | None = None  # eval-only rows written with the first chunk
 
     @classmethod
     def create(cls, cfg, runs) -> "RunRecords":
@@ -95,8 +96,9 @@ class RunRecords:
                 os.fsync(f.fileno())
 
     def write_eval(self, iteration: int, env_steps: int, wall: float, ev: dict) -> None:
-        """The evaluation before training: a row with only eval columns."""
-        self._pending_initial = [{"iteration": iteration, "env_steps": env_steps,
+        """The evaluation before training: a row with only eval columns, written together with
+        the first chunk (whose rows fix the CSV's columns)."""
+        self.pending_initial = [{"iteration": iteration, "env_steps": env_steps,
                                   "wall_time_s": round(wall, 3),
                                   **{k: float(ev[k][r]) for k in EVAL_KEYS}}
                                  for r in range(len(self.run_dirs))]
@@ -119,11 +121,11 @@ class RunRecords:
                 row.update({k: float(np.asarray(metrics[k])[r, i]) for k in names})
                 rows.append(row)
             rows_per_run.append(rows)
-        if getattr(self, "_pending_initial", None):
+        if self.pending_initial:
             cols = list(rows_per_run[0][0].keys())
-            for r, first in enumerate(self._pending_initial):
+            for r, first in enumerate(self.pending_initial):
                 rows_per_run[r].insert(0, {c: first.get(c, "") for c in cols})
-            self._pending_initial = None
+            self.pending_initial = None
         self._append(rows_per_run)
 
     def save_params(self, params, obs_stats) -> None:

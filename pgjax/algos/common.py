@@ -60,8 +60,28 @@ class AlgoConfig:
     # metric name -> message: a run whose update reports the metric > 0 is stopped with it
     ERRORS: ClassVar[dict[str, str]] = {}
 
+    # loop counts that must be >= 1, and those that must also divide the batch evenly
+    COUNTS: ClassVar[tuple[str, ...]] = ()
+    BATCH_DIVISORS: ClassVar[tuple[str, ...]] = ()
+
     def traced(self) -> dict[str, float]:
         return {k: float(getattr(self, k)) for k in self.TRACED}
+
+    def validate(self, batch_size: int, prefix: str) -> None:
+        """Raise ConfigError (one line, naming the flag to change) for bad loop counts."""
+        from pgjax.envs.core import ConfigError
+
+        for name in self.COUNTS:
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}; pass "
+                                  f"--{prefix}.{name.replace('_', '-')} >= 1")
+        for name in self.BATCH_DIVISORS:
+            n = getattr(self, name)
+            if batch_size % n:
+                raise ConfigError(
+                    f"batch of {batch_size} transitions (num_envs x rollout_len) is not divisible "
+                    f"into {n} {name.replace('_', ' ')}; change --num-envs, --rollout-len or "
+                    f"--{prefix}.{name.replace('_', '-')}")
 
 
 def adam(eps: float = 1e-5) -> optax.GradientTransformation:

@@ -70,20 +70,8 @@ class FixPOConfig(AlgoConfig):
                                "every state's KL under eps_kl; lower --fixpo.lr or raise "
                                "--fixpo.fixup-max-passes"}
 
-    def validate(self, batch_size: int) -> None:
-        from pgjax.envs.core import ConfigError
-
-        for name in ("epochs", "minibatches", "fixup_minibatches", "fixup_max_passes"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"fixpo {name} must be >= 1; pass --fixpo.{name.replace('_', '-')} >= 1")
-        for name in ("minibatches", "fixup_minibatches"):
-            if batch_size % getattr(self, name):
-                raise ConfigError(
-                    f"batch of {batch_size} transitions (num_envs x rollout_len) is not divisible "
-                    f"into {getattr(self, name)} {name.replace('_', ' ')}; change --num-envs, "
-                    f"--rollout-len or --fixpo.{name.replace('_', '-')}")
-
-
+    COUNTS = ('epochs', 'minibatches', 'fixup_minibatches', 'fixup_max_passes')
+    BATCH_DIVISORS = ('minibatches', 'fixup_minibatches')
 
 
 def make_fixpo(cfg: FixPOConfig, policy) -> Algorithm:

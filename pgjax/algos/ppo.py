@@ -50,15 +50,8 @@ class PPOConfig(AlgoConfig):
 
     TRACED = ("lr", "clip_eps", "vf_coef", "ent_coef", "vf_clip_eps", "max_grad_norm", "target_kl")
 
-    def validate(self, batch_size: int) -> None:
-        from pgjax.envs.core import ConfigError
-
-        if self.epochs < 1 or self.minibatches < 1:
-            raise ConfigError("epochs and minibatches must be >= 1; pass --<algo>.epochs/--<algo>.minibatches >= 1")
-        if batch_size % self.minibatches:
-            raise ConfigError(
-                f"batch of {batch_size} transitions (num_envs x rollout_len) is not divisible into "
-                f"{self.minibatches} minibatches; change --num-envs, --rollout-len or minibatches")
+    COUNTS = ('epochs', 'minibatches')
+    BATCH_DIVISORS = ('minibatches',)
 
 
 def clipped_surrogate(ratio, adv, hp):

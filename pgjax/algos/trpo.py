@@ -50,16 +50,8 @@ class TRPOConfig(AlgoConfig):
 
     TRACED = ("delta", "damping", "backtrack", "vf_lr", "max_grad_norm")
 
-    def validate(self, batch_size: int) -> None:
-        from pgjax.envs.core import ConfigError
-
-        if min(self.cg_iters, self.ls_steps, self.vf_epochs, self.vf_minibatches) < 1:
-            raise ConfigError("trpo cg_iters, ls_steps, vf_epochs and vf_minibatches must be >= 1")
-        if batch_size % self.vf_minibatches:
-            raise ConfigError(
-                f"batch of {batch_size} transitions (num_envs x rollout_len) is not divisible into "
-                f"{self.vf_minibatches} minibatches; change --num-envs, --rollout-len or "
-                f"--trpo.vf-minibatches")
+    COUNTS = ('cg_iters', 'ls_steps', 'vf_epochs', 'vf_minibatches')
+    BATCH_DIVISORS = ('vf_minibatches',)
 
 
 def conjugate_gradient(matvec, b, iters: int, tol: float = 1e-10):
