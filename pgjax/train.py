@@ -200,13 +200,14 @@ def run(cfg: TrainConfig, log=print, trainer: Trainer | None = None):
 
     t0 = time.time()
     state = fns.init(train_keys, hps)
-    ev = jax.device_get(fns.evaluate(state, jax.vmap(jax.random.fold_in, (0, None))(eval_keys, 0)))
+    eval_keys_at = jax.vmap(jax.random.fold_in, (0, None))  # (per-run keys, chunk index)
+    ev = jax.device_get(fns.evaluate(state, eval_keys_at(eval_keys, 0)))
     records.write_eval(0, 0, time.time() - t0, ev)
     steps_per_iter = cfg.batch_size
     for c in range(cfg.num_chunks):
         tc = time.time()
         state, metrics = fns.chunk(state, hps)
-        ev = fns.evaluate(state, jax.vmap(jax.random.fold_in, (0, None))(eval_keys, c + 1))
+        ev = fns.evaluate(state, eval_keys_at(eval_keys, c + 1))
         metrics, ev = jax.device_get((metrics, ev))
         wall = time.time() - t0
         first_iter = c * cfg.iterations_per_chunk
