@@ -23,9 +23,13 @@ class TrainConfig:
     algo: str = "ppo"
     """Update rule: ppo, trpo, spo (Simple Policy Optimization, ICML 2025) or fixpo."""
     env: str = "brax:inverted_pendulum"
-    """Environment id, <family>:<name>: brax:<any brax.envs name> or jax:cartpole."""
+    """Environment id, <family>:<name>: brax:<any brax.envs name>, gym:<any registered
+    Gymnasium id, e.g. gym:Hopper-v5> or jax:cartpole."""
     backend: str = "generalized"
     """Brax physics backend: generalized, positional, spring or mjx."""
+    vectorization: str = "sync"
+    """Gymnasium vector env: sync (all envs in this process) or async (a worker process per
+    env)."""
     seeds: int = 1
     """Number of seeds, run vmapped in one program: seed, seed+1, ..."""
     seed: int = 0
@@ -134,6 +138,9 @@ class TrainConfig:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}; pass a positive "
                                   f"--{name.replace('_', '-')}")
+        if self.vectorization not in ("sync", "async"):
+            raise ConfigError(f"unknown vectorization '{self.vectorization}'; pass "
+                              f"--vectorization sync or async")
         if self.episode_length is not None and self.episode_length < 1:
             raise ConfigError("episode_length must be >= 1; pass a positive --episode-length")
         for seed, hp in self.runs():

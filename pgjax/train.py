@@ -27,8 +27,9 @@ from pgjax.algos.common import Batch
 from pgjax.config import TrainConfig
 from pgjax.envs import make_env
 from pgjax.nets import make_actor_critic
+from pgjax.distributions import broadcast_params
 from pgjax.normalize import RunningStats, init_stats, normalize, update_stats
-from pgjax.rollout import RolloutCarry, rollout
+from pgjax.rollout import RolloutCarry, Transition, act, rollout, scale_rewards
 
 
 @struct.dataclass
@@ -36,7 +37,9 @@ class TrainState:
     params: Any  # {"actor": ..., "critic": ...}
     algo_state: Any  # optimiser and algorithm state (e.g. Adam moments)
     obs_stats: RunningStats
-    rollout: RolloutCarry  # env state, current observation, reward-scaling statistics
+    ret_stats: RunningStats  # running statistics of the discounted return (reward scaling)
+    ret_acc: jax.Array  # [N] discounted return accumulator per env
+    rollout: Any  # RolloutCarry (env state, observation) on the JAX path; None on the host path
     key: jax.Array
     iteration: jax.Array  # int32 number of updates done
 
@@ -50,67 +53,120 @@ class Trainer:
     def __init__(self, cfg: TrainConfig):
         cfg.validate()
         self.cfg = cfg
-        self.env = make_env(cfg.env, cfg.num_envs, cfg.episode_length, cfg.backend)
-        self.eval_env = make_env(cfg.env, cfg.eval_envs, cfg.episode_length, cfg.backend)
+        self.env = make_env(cfg.env, cfg.num_envs, cfg.episode_length, cfg.backend,
+                            cfg.vectorization)
+        self.eval_env = make_env(cfg.env, cfg.eval_envs, cfg.episode_length, cfg.backend,
+                                 cfg.vectorization)
+        self.host = getattr(self.env, "host", False)  # stepped on the host (Gymnasium)
         spec = self.env.spec
         self.policy = make_actor_critic(spec.action, cfg.policy, cfg.actor_hidden,
                                         cfg.critic_hidden, cfg.activation, cfg.init_log_std)
         _, factory = ALGORITHMS[cfg.algo]
         self.algo = factory(cfg.algo_config, self.policy)
-        self.trace_counts = {"init": 0, "chunk": 0, "evaluate": 0}
+        self.trace_counts = {"init": 0, "chunk": 0, "evaluate": 0, "learn": 0}
 
     # -- hyperparameters -------------------------------------------------------------------
     def _algo_hp(self, hp):
         prefix = self.cfg.algo + "."
         return {k[len(prefix):]: v for k, v in hp.items() if k.startswith(prefix)}
 
+    def _stats(self, state):
+        return state.obs_stats if self.cfg.normalize_obs else None
+
     # -- pure functions --------------------------------------------------------------------
+    def init_learner(self, key, hp) -> TrainState:
+        """Parameters, optimiser and statistics; no environment (``rollout=None``)."""
+        k_params, _, k_run = jax.random.split(key, 3)
+        params = self.policy.init(k_params, self.env.spec.obs_shape)
+        return TrainState(params=params, algo_state=self.algo.init(params, self._algo_hp(hp)),
+                          obs_stats=init_stats(self.env.spec.obs_shape),
+                          ret_stats=init_stats(),
+                          ret_acc=jnp.zeros(self.env.spec.num_envs, jnp.float32),
+                          rollout=None, key=k_run, iteration=jnp.int32(0))
+
+    def observe_reset(self, state: TrainState, obs) -> TrainState:
+        """Fold the first observations [N, *obs] into the normalisation statistics."""
+        if not self.cfg.normalize_obs:
+            return state
+        return state.replace(obs_stats=update_stats(state.obs_stats, obs))
+
     def init(self, key, hp) -> TrainState:
         self.trace_counts["init"] += 1
-        k_params, k_env, k_run = jax.random.split(key, 3)
-        params = self.policy.init(k_params, self.env.spec.obs_shape)
-        env_state, obs = self.env.reset(k_env)
-        obs_stats = init_stats(self.env.spec.obs_shape)
-        if self.cfg.normalize_obs:
-            obs_stats = update_stats(obs_stats, obs)
-        carry = RolloutCarry(env_state, obs, init_stats(),
-                             jnp.zeros(self.env.spec.num_envs, jnp.float32))
-        return TrainState(params=params, algo_state=self.algo.init(params, self._algo_hp(hp)),
-                          obs_stats=obs_stats, rollout=carry, key=k_run,
-                          iteration=jnp.int32(0))
+        state = self.init_learner(key, hp)
+        env_state, obs = self.env.reset(jax.random.split(key, 3)[1])
+        return self.observe_reset(state, obs).replace(rollout=RolloutCarry(env_state, obs))
 
-    def iteration(self, state: TrainState, hp):
-        cfg = self.cfg
+    def split(self, state: TrainState):
+        """Advance the run's key: (state, rollout key, update key)."""
         key, k_roll, k_update = jax.random.split(state.key, 3)
-        carry, traj = rollout(self.env, self.policy, state.params["actor"],
-                              state.obs_stats if cfg.normalize_obs else None, state.rollout,
-                              k_roll, cfg.rollout_len, hp["gamma"], cfg.normalize_reward)
-        obs_stats = update_stats(state.obs_stats, traj.raw_obs) if cfg.normalize_obs \
+        return state.replace(key=key), k_roll, k_update
+
+    def act(self, state: TrainState, obs, key):
+        return act(self.policy, state.params["actor"], self._stats(state), obs, key)
+
+    def mode_action(self, state: TrainState, obs):
+        """The deterministic (mode) action used for evaluation."""
+        stats = self._stats(state)
+        o = normalize(stats, obs) if stats is not None else obs
+        return self.policy.distribution.mode(self.policy.dist(state.params["actor"], o))
+
+    def make_batch(self, state: TrainState, traj: Transition, hp):
+        """Turn a raw rollout [T, N] into the update's flat batch, shared by both environment
+        paths: normalise with the acting statistics, behaviour log-probabilities and
+        distribution, reward scaling, values and GAE (bootstrapping truncated episodes from
+        V(final_obs)). Returns (batch, state with updated statistics, extras)."""
+        cfg, policy = self.cfg, self.policy
+        stats = self._stats(state)
+        norm = (lambda x: normalize(stats, x)) if stats is not None else (lambda x: x)
+        obs, final_obs = norm(traj.obs), norm(traj.final_obs)
+        behaviour = policy.dist(state.params["actor"], obs)
+        log_prob = policy.distribution.log_prob(behaviour, traj.action)
+        behaviour = broadcast_params(behaviour, obs.shape[:2])
+        done = traj.terminated | traj.truncated
+        ret_stats, ret_acc, reward = state.ret_stats, state.ret_acc, traj.reward
+        if cfg.normalize_reward:
+            ret_stats, ret_acc, reward = scale_rewards(ret_stats, ret_acc, traj.reward, done,
+                                                       hp["gamma"])
+        obs_stats = update_stats(state.obs_stats, traj.obs) if cfg.normalize_obs \
             else state.obs_stats
         critic = state.params["critic"]
-        values = self.policy.value(critic, traj.obs)
-        next_values = self.policy.value(critic, traj.final_obs)
-        adv, ret = gae(traj.reward, values, next_values, traj.terminated, traj.truncated,
+        values = policy.value(critic, obs)
+        next_values = policy.value(critic, final_obs)
+        adv, ret = gae(reward, values, next_values, traj.terminated, traj.truncated,
                        hp["gamma"], hp["gae_lambda"])
         flat = lambda x: x.reshape((-1,) + x.shape[2:])
-        batch = Batch(obs=flat(traj.obs), action=flat(traj.action),
-                      log_prob=flat(traj.log_prob), dist=jax.tree.map(flat, traj.dist),
-                      value=flat(values), advantage=flat(adv), ret=flat(ret))
-        progress = state.iteration.astype(jnp.float32) / cfg.num_iterations
+        batch = Batch(obs=flat(obs), action=flat(traj.action), log_prob=flat(log_prob),
+                      dist=jax.tree.map(flat, behaviour), value=flat(values),
+                      advantage=flat(adv), ret=flat(ret))
+        state = state.replace(obs_stats=obs_stats, ret_stats=ret_stats, ret_acc=ret_acc)
+        return batch, state, {"reward": reward, "next_values": next_values, "values": values,
+                              "ret": ret, "done": done}
+
+    def learn(self, state: TrainState, traj: Transition, k_update, hp):
+        """Everything after the rollout, shared by both environment paths: ``make_batch``,
+        one update of the algorithm, and diagnostics."""
+        self.trace_counts["learn"] += 1
+        batch, new_state, extras = self.make_batch(state, traj, hp)
+        progress = state.iteration.astype(jnp.float32) / self.cfg.num_iterations
         params, algo_state, metrics = self.algo.update(state.params, state.algo_state, batch,
                                                        k_update, self._algo_hp(hp), progress)
-        done = (traj.terminated | traj.truncated).astype(jnp.float32)
-        n_done = done.sum()
+        n_done = extras["done"].astype(jnp.float32).sum()
         metrics = {**metrics,
-                   "explained_variance": _explained_variance(values, ret),
+                   "explained_variance": _explained_variance(extras["values"], extras["ret"]),
                    "episodes": n_done,
                    "train_return": jnp.where(n_done > 0, traj.episode_return.sum() /
                                              jnp.maximum(n_done, 1), jnp.nan),
                    "train_length": jnp.where(n_done > 0, traj.episode_length.sum() /
                                              jnp.maximum(n_done, 1), jnp.nan)}
-        new_state = TrainState(params=params, algo_state=algo_state, obs_stats=obs_stats,
-                               rollout=carry, key=key, iteration=state.iteration + 1)
+        new_state = new_state.replace(params=params, algo_state=algo_state,
+                                      iteration=state.iteration + 1)
         return new_state, metrics
+
+    def iteration(self, state: TrainState, hp):
+        state, k_roll, k_update = self.split(state)
+        carry, traj = rollout(self.env, self.policy, state.params["actor"], self._stats(state),
+                              state.rollout, k_roll, self.cfg.rollout_len)
+        return self.learn(state.replace(rollout=carry), traj, k_update, hp)
 
     def chunk(self, state: TrainState, hp):
         self.trace_counts["chunk"] += 1
@@ -121,15 +177,13 @@ class Trainer:
         """Mean undiscounted return and length of one episode per eval env, acting with the
         distribution's mode and frozen normalisation statistics."""
         self.trace_counts["evaluate"] += 1
-        env, dist = self.eval_env, self.policy.distribution
+        env = self.eval_env
         env_state, obs = env.reset(key)
         n = env.spec.num_envs
 
         def step(c, _):
             env_state, obs, ret, length, alive = c
-            o = normalize(state.obs_stats, obs) if self.cfg.normalize_obs else obs
-            action = dist.mode(self.policy.dist(state.params["actor"], o))
-            env_state, ts = env.step(env_state, action)
+            env_state, ts = env.step(env_state, self.mode_action(state, obs))
             ret = ret + jnp.where(alive, ts.reward, 0.0)
             length = length + alive.astype(jnp.int32)
             return (env_state, ts.obs, ret, length, alive & ~ts.done), None
@@ -181,6 +235,9 @@ class VmappedRuns:
         self.chunk = jax.jit(jax.vmap(trainer.chunk), donate_argnums=0)
         self.evaluate = jax.jit(jax.vmap(trainer.evaluate))
 
+    def close(self):
+        pass
+
 
 def run(cfg: TrainConfig, log=print, trainer: Trainer | None = None):
     """Host loop: train every (seed, hyperparameter) run of ``cfg`` in one vmapped program,
@@ -192,35 +249,42 @@ def run(cfg: TrainConfig, log=print, trainer: Trainer | None = None):
     runs = cfg.runs()
     hps = stack_hparams(runs)
     train_keys, eval_keys = run_keys(runs)
-    fns = VmappedRuns(trainer)
+    if trainer.host:
+        from pgjax.host import HostRuns
+        fns = HostRuns(trainer, len(runs))
+    else:
+        fns = VmappedRuns(trainer)
     records = RunRecords.create(cfg, runs)
     say = (lambda *a: None) if cfg.quiet else log
     say(f"pgjax: {cfg.algo} on {cfg.env} | {len(runs)} runs vmapped | "
         f"{cfg.num_iterations} iterations x {cfg.batch_size} steps | records: {records.root}")
 
-    t0 = time.time()
-    state = fns.init(train_keys, hps)
-    eval_keys_at = jax.vmap(jax.random.fold_in, (0, None))  # (per-run keys, chunk index)
-    ev = jax.device_get(fns.evaluate(state, eval_keys_at(eval_keys, 0)))
-    records.write_eval(0, 0, time.time() - t0, ev)
-    steps_per_iter = cfg.batch_size
-    for c in range(cfg.num_chunks):
-        tc = time.time()
-        state, metrics = fns.chunk(state, hps)
-        ev = fns.evaluate(state, eval_keys_at(eval_keys, c + 1))
-        metrics, ev = jax.device_get((metrics, ev))
-        wall = time.time() - t0
-        first_iter = c * cfg.iterations_per_chunk
-        records.write_chunk(first_iter, steps_per_iter, wall, metrics, ev)
-        check_errors(cfg, metrics, first_iter, [d.name for d in records.run_dirs])
-        env_steps = (c + 1) * cfg.iterations_per_chunk * steps_per_iter
-        sps = cfg.iterations_per_chunk * steps_per_iter * len(runs) / (time.time() - tc)
-        finished = metrics["train_return"][np.isfinite(metrics["train_return"])]
-        tr = finished.mean() if finished.size else float("nan")
-        say(f"  steps {env_steps:>10,}/{cfg.num_iterations * steps_per_iter:,} | "
-            f"{sps:>9,.0f} steps/s | train return {tr:8.1f} | eval return "
-            f"{np.mean(ev['eval_return']):8.1f} (min {np.min(ev['eval_return']):.1f}, "
-            f"max {np.max(ev['eval_return']):.1f}) | {wall:6.0f}s")
-        records.save_params(jax.device_get(state.params), jax.device_get(state.obs_stats))
+    try:
+        t0 = time.time()
+        state = fns.init(train_keys, hps)
+        eval_keys_at = jax.vmap(jax.random.fold_in, (0, None))  # (per-run keys, chunk index)
+        ev = jax.device_get(fns.evaluate(state, eval_keys_at(eval_keys, 0)))
+        records.write_eval(0, 0, time.time() - t0, ev)
+        steps_per_iter = cfg.batch_size
+        for c in range(cfg.num_chunks):
+            tc = time.time()
+            state, metrics = fns.chunk(state, hps)
+            ev = fns.evaluate(state, eval_keys_at(eval_keys, c + 1))
+            metrics, ev = jax.device_get((metrics, ev))
+            wall = time.time() - t0
+            first_iter = c * cfg.iterations_per_chunk
+            records.write_chunk(first_iter, steps_per_iter, wall, metrics, ev)
+            check_errors(cfg, metrics, first_iter, [d.name for d in records.run_dirs])
+            env_steps = (c + 1) * cfg.iterations_per_chunk * steps_per_iter
+            sps = cfg.iterations_per_chunk * steps_per_iter * len(runs) / (time.time() - tc)
+            finished = metrics["train_return"][np.isfinite(metrics["train_return"])]
+            tr = finished.mean() if finished.size else float("nan")
+            say(f"  steps {env_steps:>10,}/{cfg.num_iterations * steps_per_iter:,} | "
+                f"{sps:>9,.0f} steps/s | train return {tr:8.1f} | eval return "
+                f"{np.mean(ev['eval_return']):8.1f} (min {np.min(ev['eval_return']):.1f}, "
+                f"max {np.max(ev['eval_return']):.1f}) | {wall:6.0f}s")
+            records.save_params(jax.device_get(state.params), jax.device_get(state.obs_stats))
+    finally:
+        fns.close()
     records.finish()
     return records

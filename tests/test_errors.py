@@ -3,6 +3,7 @@ import dataclasses
 
 import pytest
 
+import pgjax.host
 import pgjax.train
 from pgjax import ConfigError, TrainConfig
 from pgjax.algos import PPOConfig
@@ -10,7 +11,10 @@ from pgjax.cli import main
 
 BAD = [
     (["--env", "brax:inverted_pendulm"], "unknown Brax environment 'inverted_pendulm'"),
-    (["--env", "gym:Foo"], "unknown environment id 'gym:Foo'"),
+    (["--env", "gymn:Foo"], "unknown environment id 'gymn:Foo'"),
+    (["--env", "gym:Foo"], "unknown Gymnasium environment 'gym:Foo'"),
+    (["--env", "gym:CartPole-v1", "--policy", "gaussian"], "needs a continuous (Box) action space"),
+    (["--env", "gym:Pendulum-v1", "--vectorization", "threads"], "unknown vectorization 'threads'"),
     (["--backend", "warp"], "unknown Brax backend 'warp'"),
     (["--policy", "categorical"], "policy 'categorical' needs a discrete action space"),
     (["--env", "jax:cartpole", "--policy", "gaussian"], "needs a continuous (Box) action space"),
@@ -34,6 +38,7 @@ def test_cli_bad_input_is_one_line_before_compiling(args, message, capsys, monke
         raise AssertionError("compilation started before the input was checked")
 
     monkeypatch.setattr(pgjax.train, "VmappedRuns", no_compile)
+    monkeypatch.setattr(pgjax.host, "HostRuns", no_compile)
     code = main(["train", "--out", str(tmp_path), *args])
     err = capsys.readouterr().err.strip()
     assert code == 2

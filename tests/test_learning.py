@@ -67,3 +67,16 @@ def test_trust_region_methods_learn_discrete_cartpole(algo, tmp_path):
     returns = final_eval_returns(run(cfg))
     print(algo, "final eval returns per seed:", returns)
     assert (returns >= 475).sum() >= 3, returns
+
+
+@pytest.mark.slow
+def test_ppo_gymnasium_cartpole_reaches_475_within_200k_steps(tmp_path):
+    # Host-stepped Gymnasium CartPole-v1: 39 chunks of 5 iterations x (16 envs x 64 steps)
+    cfg = TrainConfig(env="gym:CartPole-v1", seeds=4, steps=199_680, num_envs=16,
+                      rollout_len=64, eval_every=5, out=str(tmp_path), name="ppo_gym_cp",
+                      quiet=True, ppo=PPOConfig(lr=2.5e-4, epochs=4, minibatches=4,
+                                                ent_coef=0.01))
+    assert cfg.num_iterations * cfg.batch_size <= 200_000
+    returns = final_eval_returns(run(cfg))
+    print("final eval returns per seed:", returns)
+    assert (returns >= 475).sum() >= 3, returns

@@ -68,7 +68,7 @@ def test_training_chunk_compiles_once_across_chunks(tmp_path):
     # chex.assert_max_traces raises if the chunk function is traced a second time
     trainer.chunk = chex.assert_max_traces(trainer.chunk, n=1)
     run(cfg, trainer=trainer)
-    assert trainer.trace_counts == {"init": 1, "chunk": 1, "evaluate": 1}
+    assert trainer.trace_counts == {"init": 1, "chunk": 1, "evaluate": 1, "learn": 1}
 
 
 def test_records_directory(tmp_path):

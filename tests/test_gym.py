@@ -1,0 +1,208 @@
+"""The Gymnasium path: spaces and errors, same-step autoreset (no reset step in a batch),
+truncation bootstrapping from the real final observation, seeding, and the host loop."""
+from __future__ import annotations
+
+import gymnasium as gym
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+from pgjax.algos import PPOConfig
+from pgjax.config import TrainConfig
+from pgjax.envs import ConfigError, make_env
+from pgjax.host import HostRuns
+from pgjax.normalize import normalize
+from pgjax.train import Trainer, run, run_keys, stack_hparams
+
+PROBE_LIMIT = 6
+
+
+class ProbeEnv(gym.Env):
+    """obs = [episode id, step in episode, last action]; episodes terminate after a random
+    3..9 steps and the time limit (6) truncates the longer ones. Records every action it
+    really steps with, per instance."""
+
+    observation_space = spaces.Box(-np.inf, np.inf, (3,), np.float32)
+    action_space = spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def __init__(self):
+        self.episode, self.t, self.stepped = -1, 0, []
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.episode += 1
+        self.t = 0
+        self.length = int(self.np_random.integers(3, 10))
+        return np.array([self.episode, 0, 0], np.float32), {}
+
+    def step(self, action):
+        self.stepped.append(float(action[0]))
+        self.t += 1
+        obs = np.array([self.episode, self.t, action[0]], np.float32)
+        return obs, float(self.t), self.t >= self.length, False, {}
+
+
+class DictObsEnv(ProbeEnv):
+    observation_space = spaces.Dict({"a": spaces.Box(-1, 1, (2,))})
+
+
+class MultiBinaryActionEnv(ProbeEnv):
+    action_space = spaces.MultiBinary(3)
+
+
+gym.register("PgjaxProbe-v0", entry_point=ProbeEnv, max_episode_steps=PROBE_LIMIT)
+gym.register("PgjaxDictObs-v0", entry_point=DictObsEnv, max_episode_steps=10)
+gym.register("PgjaxMultiBinary-v0", entry_point=MultiBinaryActionEnv, max_episode_steps=10)
+
+
+def test_specs_of_classic_and_mujoco_envs():
+    cp = make_env("gym:CartPole-v1", 3).spec
+    assert cp.obs_shape == (4,) and cp.action.kind == "discrete" and cp.action.n == 2
+    assert cp.max_episode_steps == 500 and cp.num_envs == 3
+    pend = make_env("gym:Pendulum-v1", 2, episode_length=50).spec
+    assert pend.action == ("box", 1, -2.0, 2.0) and pend.max_episode_steps == 50
+    hop = make_env("gym:Hopper-v5", 1).spec
+    assert hop.obs_shape == (11,) and hop.action.kind == "box" and hop.action.n == 3
+    assert hop.max_episode_steps == 1000
+    taxi = make_env("gym:FrozenLake-v1", 1).spec  # Discrete observations become one-hot
+    assert taxi.obs_shape == (16,) and taxi.action.n == 4
+
+
+@pytest.mark.parametrize("env_id, match", [
+    ("gym:CartPole-v99", "unknown Gymnasium environment 'gym:CartPole-v99'"),
+    ("gym:NoSuchEnv-v0", "registered id such as gym:CartPole-v1"),
+    ("gym:PgjaxDictObs-v0", "observation space Dict"),
+    ("gym:PgjaxMultiBinary-v0", "action space MultiBinary"),
+])
+def test_unsupported_envs_and_spaces_get_clear_errors(env_id, match):
+    with pytest.raises(ConfigError, match=match):
+        make_env(env_id, 2)
+
+
+def test_unsupported_space_error_from_cli(capsys, tmp_path):
+    from pgjax.cli import main
+
+    code = main(["train", "--env", "gym:PgjaxDictObs-v0", "--out", str(tmp_path)])
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert "observation space Dict" in err and len(err.splitlines()) == 1
+
+
+def _probe_rollout(runs=2, num_envs=3, rollout_len=25):
+    cfg = TrainConfig(env="gym:PgjaxProbe-v0", seeds=runs, num_envs=num_envs,
+                      rollout_len=rollout_len, ppo=PPOConfig(minibatches=1), quiet=True)
+    trainer = Trainer(cfg)
+    host = HostRuns(trainer, runs)
+    train_keys, _ = run_keys(cfg.runs())
+    state = host.init(train_keys, stack_hparams(cfg.runs()))
+    state, k_roll, _ = host._split(state)
+    traj = host.collect(state, k_roll)
+    return cfg, trainer, host, state, traj
+
+
+def test_autoreset_step_never_enters_a_batch():
+    cfg, trainer, host, _, traj = _probe_rollout()
+    R, T, N = traj.reward.shape
+    obs, fin = traj.obs, traj.final_obs
+    done = traj.terminated | traj.truncated
+    # Every transition stays inside one episode: s'_t is step t+1 of the same episode as s_t,
+    # carrying the action actually applied (clipped to the bounds).
+    np.testing.assert_array_equal(fin[..., 0], obs[..., 0])
+    np.testing.assert_array_equal(fin[..., 1], obs[..., 1] + 1)
+    np.testing.assert_allclose(fin[..., 2], np.clip(traj.action[..., 0], -1, 1), rtol=1e-6)
+    # The next transition starts where this one ended, or at step 0 of the next episode.
+    np.testing.assert_array_equal(obs[:, 1:][~done[:, :-1]], fin[:, :-1][~done[:, :-1]])
+    nxt = obs[:, 1:][done[:, :-1]]
+    np.testing.assert_array_equal(nxt[:, 1], 0)
+    np.testing.assert_array_equal(nxt[:, 0], fin[:, :-1][done[:, :-1]][:, 0] + 1)
+    # The environments really stepped exactly T times each, with exactly the batch's actions:
+    # no step whose action was ignored, none missing.
+    envs = host.venv.venv.envs
+    for r in range(R):
+        for n in range(N):
+            stepped = envs[r * N + n].unwrapped.stepped
+            np.testing.assert_allclose(stepped, np.clip(traj.action[r, :, n, 0], -1, 1),
+                                       rtol=1e-6)
+    # Both kinds of episode end occurred, and they are kept apart.
+    assert traj.terminated.any() and traj.truncated.any()
+    assert not (traj.terminated & traj.truncated).any()
+    np.testing.assert_array_equal(fin[..., 1][traj.truncated], PROBE_LIMIT)
+    assert (fin[..., 1][traj.terminated] <= PROBE_LIMIT).all()
+    # Episode statistics: return of a probe episode of length L is 1 + ... + L.
+    L = traj.episode_length[done]
+    np.testing.assert_array_equal(traj.episode_return[done], L * (L + 1) / 2)
+    np.testing.assert_array_equal(L, fin[..., 1][done])
+    host.close()
+
+
+def test_truncation_bootstraps_from_the_real_final_observation():
+    cfg, trainer, host, state, traj = _probe_rollout()
+    hp = jax.tree.map(lambda x: x[0], stack_hparams(cfg.runs()))
+    one = jax.tree.map(lambda x: jnp.asarray(x[0]), traj)
+    s0 = jax.tree.map(lambda x: x[0], state)
+    batch, _, extras = trainer.make_batch(s0, one, hp)
+    gamma = hp["gamma"]
+    norm = lambda x: normalize(s0.obs_stats, x)
+    v_final = trainer.policy.value(s0.params["critic"], norm(one.final_obs))
+    v_next_obs = trainer.policy.value(s0.params["critic"], norm(jnp.roll(one.obs, -1, 0)))
+    ret = batch.ret.reshape(one.reward.shape)
+    reward = extras["reward"]
+    trunc, term = np.asarray(one.truncated), np.asarray(one.terminated)
+    # At a truncation the GAE target is r + gamma * V(real final obs), not V(reset obs).
+    np.testing.assert_allclose(ret[trunc], (reward + gamma * v_final)[trunc], rtol=1e-5)
+    t_in = trunc.copy()
+    t_in[-1] = False  # the reset observation is in the batch only for steps before the last
+    assert np.all(np.abs((v_final - v_next_obs)[t_in]) > 1e-6)
+    # At a termination there is no bootstrap.
+    np.testing.assert_allclose(ret[term], reward[term], rtol=1e-5)
+    host.close()
+
+
+def _small(**kw):
+    base = dict(env="gym:CartPole-v1", num_envs=4, rollout_len=32, eval_every=2, eval_envs=2,
+                steps=512, quiet=True, ppo=PPOConfig(epochs=2, minibatches=2))
+    return TrainConfig(**{**base, **kw})
+
+
+def _metrics(records):
+    import pandas as pd
+
+    return [pd.read_csv(d / "metrics.csv") for d in records.run_dirs]
+
+
+def test_same_seed_same_results_and_vmapped_runs_match_single_runs(tmp_path):
+    both = _metrics(run(_small(seeds=2, seed=5, out=str(tmp_path), name="both")))
+    again = _metrics(run(_small(seeds=2, seed=5, out=str(tmp_path), name="again")))
+    for a, b in zip(both, again):
+        assert a.drop(columns="wall_time_s").equals(b.drop(columns="wall_time_s"))
+    single = _metrics(run(_small(seeds=1, seed=6, out=str(tmp_path), name="single")))[0]
+    cols = ["train_return", "eval_return", "episodes", "pg_loss", "kl_max"]
+    np.testing.assert_allclose(both[1][cols].to_numpy(float), single[cols].to_numpy(float),
+                               rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("algo", ["ppo", "trpo", "spo", "fixpo"])
+def test_every_update_rule_trains_on_a_mujoco_env(algo, tmp_path):
+    cfg = TrainConfig(algo=algo, env="gym:Hopper-v5", num_envs=2, rollout_len=32,
+                      eval_every=2, eval_envs=1, episode_length=50, steps=128, quiet=True,
+                      out=str(tmp_path), name=algo)
+    metrics = _metrics(run(cfg))[0]
+    assert len(metrics) >= 2 and np.isfinite(metrics["eval_return"].dropna()).all()
+
+
+def test_async_vectorization_matches_sync(tmp_path):
+    sync = _metrics(run(_small(out=str(tmp_path), name="sync")))[0]
+    asyn = _metrics(run(_small(out=str(tmp_path), name="async", vectorization="async")))[0]
+    cols = ["train_return", "eval_return", "episodes"]
+    np.testing.assert_allclose(sync[cols].to_numpy(float), asyn[cols].to_numpy(float))
+
+
+def test_host_loop_compiles_act_and_update_once(tmp_path):
+    cfg = _small(steps=3 * 2 * 128, out=str(tmp_path), name="once")
+    trainer = Trainer(cfg)
+    assert cfg.num_chunks == 3
+    run(cfg, trainer=trainer)
+    # learn is traced once for the whole run (the JAX path's chunk never runs here)
+    assert trainer.trace_counts["learn"] == 1 and trainer.trace_counts["chunk"] == 0
