@@ -55,7 +55,8 @@ class Net(nn.Module):
 
 class HandWritten:
     def __init__(self, env_id, num_envs, rollout_len, seed=0):
-        self.venv = SyncVectorEnv([functools.partial(gym.make, env_id)] * num_envs,
+        make = functools.partial(gym.make, env_id, disable_env_checker=True)
+        self.venv = SyncVectorEnv([make] * num_envs,
                                   autoreset_mode=AutoresetMode.SAME_STEP)
         space = self.venv.single_action_space
         self.discrete = isinstance(space, gym.spaces.Discrete)

@@ -239,7 +239,7 @@ class VmappedRuns:
         pass
 
 
-def run(cfg: TrainConfig, log=print, trainer: Trainer | None = None):
+def run(cfg: TrainConfig, log=None, trainer: Trainer | None = None):
     """Host loop: train every (seed, hyperparameter) run of ``cfg`` in one vmapped program,
     chunk by chunk, printing progress, evaluating and writing records after each chunk.
     Returns the ``RunRecords`` of the run directory."""
@@ -255,7 +255,7 @@ def run(cfg: TrainConfig, log=print, trainer: Trainer | None = None):
     else:
         fns = VmappedRuns(trainer)
     records = RunRecords.create(cfg, runs)
-    say = (lambda *a: None) if cfg.quiet else log
+    say = (lambda *a: None) if cfg.quiet else (log or (lambda *a: print(*a, flush=True)))
     say(f"pgjax: {cfg.algo} on {cfg.env} | {len(runs)} runs vmapped | "
         f"{cfg.num_iterations} iterations x {cfg.batch_size} steps | records: {records.root}")
 
