@@ -12,6 +12,8 @@ USAGE = """usage: pgjax <command> [options]
 commands:
   train     train one algorithm on one environment, seeds and a hyperparameter grid vmapped
             (pgjax train --help lists every option)
+  sweep     run a TOML grid of algorithms x environments x hyperparameters x seeds, resumable
+  plot      IQM/mean curves with stratified-bootstrap CIs, aggregate tables, diagnostics
 """
 
 
@@ -33,7 +35,19 @@ def train_main(argv: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"train": train_main}
+def sweep_main(argv: list[str]) -> int:
+    from pgjax.sweep import sweep_main as main_
+
+    return main_(argv)
+
+
+def plot_main(argv: list[str]) -> int:
+    from pgjax.plotting import plot_main as main_
+
+    return main_(argv)
+
+
+COMMANDS = {"train": train_main, "sweep": sweep_main, "plot": plot_main}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -72,6 +72,21 @@ class TrainConfig:
     """Traced-hyperparameter grid, e.g. --grid ppo.lr=1e-4,3e-4 ppo.clip_eps=0.1,0.2."""
     quiet: bool = False
     """Print no progress lines."""
+    checkpoint_every: int = 1
+    """Save the whole training state (orbax) every this many chunks, for --resume; 0: never."""
+    resume: bool = False
+    """Continue the run in --out/--name from its latest checkpoint (same config required);
+    starts fresh when there is none."""
+    shard: bool = True
+    """Shard the runs (seeds x grid points) across all JAX devices (JAX-path envs)."""
+    distributed: bool = False
+    """Call jax.distributed.initialize() first (multi-host; process 0 writes the records)."""
+    tensorboard: bool = False
+    """Also write every metrics row as TensorBoard scalars (runs/<run>/tensorboard/)."""
+    wandb: bool = False
+    """Also log every metrics row to Weights & Biases (pip install 'pgjax[wandb]')."""
+    wandb_project: str = "pgjax"
+    """W&B project for --wandb."""
     ppo: PPOConfig = PPOConfig()
     """PPO settings."""
     trpo: TRPOConfig = TRPOConfig()
@@ -134,6 +149,9 @@ class TrainConfig:
         if self.algo not in ALGORITHMS or not hasattr(self, self.algo):
             raise ConfigError(f"unknown algorithm '{self.algo}'; use --algo with one of "
                               f"{', '.join(ALGORITHMS)}")
+        if self.checkpoint_every < 0:
+            raise ConfigError("checkpoint_every must be >= 0; pass --checkpoint-every 0 to "
+                              "disable checkpoints")
         for name in ("seeds", "steps", "num_envs", "rollout_len", "eval_every", "eval_envs"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}; pass a positive "
@@ -147,6 +165,15 @@ class TrainConfig:
             for key, v in hp.items():
                 _check_hparam(key.split(".")[-1], v)
         self.algo_config.validate(self.batch_size, self.algo)
+
+    def with_name(self) -> "TrainConfig":
+        """This config with a run-directory name (the default: <algo>_<env>_<timestamp>)."""
+        if self.name:
+            return self
+        import time
+
+        return dataclasses.replace(
+            self, name=f"{self.algo}_{self.env.replace(':', '-')}_{time.strftime('%Y%m%d-%H%M%S')}")
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)

@@ -48,6 +48,14 @@ class HostRuns:
         self.obs = self._shape(self.venv.reset(_env_seeds(keys, 2, self.n)))
         return self._observe(state, self.obs)
 
+    def restored(self, state, keys, chunk: int):
+        """After restoring a checkpoint: the Gymnasium envs' own state is not checkpointed,
+        so every env starts a new episode, seeded from the run's key and the chunk index."""
+        if self.venv is None:
+            self.venv = self.trainer.env.open(self.runs)
+        self.obs = self._shape(self.venv.reset(_env_seeds(keys, 1000 + chunk, self.n)))
+        return state
+
     def collect(self, state, key) -> Transition:
         """Run every run's stochastic policy for T steps on the host; returns the rollout as
         a Transition of numpy arrays [R, T, N, ...]."""

@@ -5,9 +5,14 @@
         runs/<run_id>/config.json   the run's seed and traced hyperparameters
         runs/<run_id>/metrics.csv   one row per iteration (eval columns filled after each chunk)
         runs/<run_id>/params.msgpack  latest parameters and normaliser statistics
+        runs/<run_id>/status.json   only if the run failed: the update and the error
+        checkpoint/              latest training state (orbax), for --resume
         summary.csv, curve.png   written when training finishes
+        status.json              written last: {"status": "finished", ...}
 
-Metrics rows are appended and flushed after every chunk; parameters are replaced atomically.
+Every file is replaced atomically (written to a temporary file, fsynced, renamed) after each
+chunk, so a kill at any moment leaves either the previous or the new version, never a torn
+one; ``status.json`` at the root marks complete records.
 """
 from __future__ import annotations
 
@@ -53,18 +58,33 @@ def _versions() -> dict:
     return out
 
 
+def _read_rows(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
 @dataclass
 class RunRecords:
     root: Path
     run_dirs: list
     columns: list | None = None
     pending_initial: list | None = None  # eval-only rows written with the first chunk
+    rows: list | None = None  # per run: every metrics row written so far
+    failed: dict | None = None  # run index -> failure message (its records stop there)
+    sinks: list | None = None  # optional mirrors of the rows (TensorBoard, W&B)
+
+    def __post_init__(self):
+        self.rows = self.rows if self.rows is not None else [[] for _ in self.run_dirs]
+        self.failed = self.failed if self.failed is not None else {}
+        self.sinks = self.sinks or []
 
     @classmethod
     def create(cls, cfg, runs) -> "RunRecords":
-        name = cfg.name or f"{cfg.algo}_{cfg.env.replace(':', '-')}_{time.strftime('%Y%m%d-%H%M%S')}"
-        root = Path(cfg.out) / name
+        root = Path(cfg.out) / cfg.name
         (root / "runs").mkdir(parents=True, exist_ok=True)
+        (root / "status.json").unlink(missing_ok=True)
         grid = cfg.parse_grid()
         varied = [k for k in grid if len(grid[k]) > 1]
         run_dirs = []
@@ -72,7 +92,8 @@ class RunRecords:
             d = root / "runs" / run_id(seed, hp, varied)
             d.mkdir(parents=True, exist_ok=True)
             atomic_write_json(d / "config.json", {"seed": seed, "hparams": hp})
-            (d / "metrics.csv").unlink(missing_ok=True)
+            for stale in ("metrics.csv", "status.json"):
+                (d / stale).unlink(missing_ok=True)
             run_dirs.append(d)
         atomic_write_json(root / "config.json", {
             "config": cfg.to_dict(), "grid": grid, "num_iterations": cfg.num_iterations,
@@ -81,19 +102,57 @@ class RunRecords:
             "versions": _versions()})
         return cls(root=root, run_dirs=run_dirs)
 
+    @classmethod
+    def reopen(cls, root, upto_iteration: int) -> "RunRecords":
+        """The records of an interrupted run, cut back to ``upto_iteration`` (the iteration of
+        the checkpoint it resumes from); failures recorded before that point are kept."""
+        root = Path(root)
+        cfg = json.loads((root / "config.json").read_text())
+        run_dirs = [root / "runs" / r["id"] for r in cfg["runs"]]
+        rows, failed, columns = [], {}, None
+        for i, d in enumerate(run_dirs):
+            kept = [r for r in _read_rows(d / "metrics.csv")
+                    if int(r["iteration"]) <= upto_iteration]
+            rows.append(kept)
+            if kept and columns is None:
+                columns = list(kept[0].keys())
+            status = d / "status.json"
+            if status.exists():
+                st = json.loads(status.read_text())
+                if st.get("update", 0) <= upto_iteration:
+                    failed[i] = st["error"]
+                else:
+                    status.unlink()
+        (root / "status.json").unlink(missing_ok=True)
+        rec = cls(root=root, run_dirs=run_dirs, columns=columns, rows=rows, failed=failed)
+        for r in range(len(run_dirs)):
+            rec._flush(r)
+        return rec
+
+    def _flush(self, r: int) -> None:
+        """Rewrite run r's metrics.csv atomically (a kill never leaves a half-written row)."""
+        import io
+
+        if not self.rows[r]:
+            (self.run_dirs[r] / "metrics.csv").unlink(missing_ok=True)
+            return
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=self.columns or list(self.rows[r][0].keys()),
+                           lineterminator="\n")
+        w.writeheader()
+        w.writerows(self.rows[r])
+        atomic_write_bytes(self.run_dirs[r] / "metrics.csv", buf.getvalue().encode())
+
     def _append(self, rows_per_run: list[list[dict]]) -> None:
-        for d, rows in zip(self.run_dirs, rows_per_run):
-            path = d / "metrics.csv"
+        for r, rows in enumerate(rows_per_run):
+            if r in self.failed or not rows:
+                continue
             if self.columns is None:
                 self.columns = list(rows[0].keys())
-            new = not path.exists()
-            with open(path, "a", newline="") as f:
-                w = csv.DictWriter(f, fieldnames=self.columns)
-                if new:
-                    w.writeheader()
-                w.writerows(rows)
-                f.flush()
-                os.fsync(f.fileno())
+            self.rows[r].extend(rows)
+            self._flush(r)
+            for sink in self.sinks:
+                sink.write(r, rows)
 
     def write_eval(self, iteration: int, env_steps: int, wall: float, ev: dict) -> None:
         """The evaluation before training: a row with only eval columns, written together with
@@ -104,16 +163,21 @@ class RunRecords:
                                  for r in range(len(self.run_dirs))]
 
     def write_chunk(self, first_iter: int, steps_per_iter: int, wall: float, metrics: dict,
-                    ev: dict) -> None:
+                    ev: dict, last_iter: dict | None = None) -> None:
         """metrics: {name: [R, I]}; ev: {name: [R]} measured after the chunk's last iteration.
-        wall_time_s is the wall clock at the end of the chunk (one value per chunk)."""
+        wall_time_s is the wall clock at the end of the chunk (one value per chunk).
+        ``last_iter``: run index -> last update to record (a run that failed in this chunk
+        keeps the rows up to and including its failing update)."""
         names = sorted(metrics)
         n_iter = np.asarray(metrics[names[0]]).shape[1]
+        last_iter = last_iter or {}
         rows_per_run = []
         for r in range(len(self.run_dirs)):
             rows = []
             for i in range(n_iter):
                 it = first_iter + i + 1
+                if it > last_iter.get(r, it):
+                    break
                 row = {"iteration": it, "env_steps": it * steps_per_iter,
                        "wall_time_s": round(wall, 3)}
                 for k in EVAL_KEYS:
@@ -122,27 +186,47 @@ class RunRecords:
                 rows.append(row)
             rows_per_run.append(rows)
         if self.pending_initial:
-            cols = list(rows_per_run[0][0].keys())
+            cols = list(rows_per_run[0][0].keys()) if rows_per_run[0] else None
             for r, first in enumerate(self.pending_initial):
-                rows_per_run[r].insert(0, {c: first.get(c, "") for c in cols})
+                cols_r = cols or list(first.keys())
+                rows_per_run[r].insert(0, {c: first.get(c, "") for c in cols_r})
             self.pending_initial = None
         self._append(rows_per_run)
 
+    def mark_failed(self, r: int, update: int, message: str) -> None:
+        self.failed[r] = message
+        atomic_write_json(self.run_dirs[r] / "status.json",
+                          {"status": "failed", "update": update, "error": message})
+
     def save_params(self, params, obs_stats) -> None:
-        """params / obs_stats carry a leading run axis; one file per run."""
+        """params / obs_stats carry a leading run axis; one file per run (failed runs keep
+        their last finite parameters)."""
         import jax
 
         for r, d in enumerate(self.run_dirs):
+            if r in self.failed:
+                continue
             tree = {"params": jax.tree.map(lambda x: np.asarray(x[r]), params),
                     "obs_stats": jax.tree.map(lambda x: np.asarray(x[r]), obs_stats)}
             atomic_write_bytes(d / "params.msgpack", serialization.msgpack_serialize(
                 serialization.to_state_dict(tree)))
 
     def finish(self) -> None:
+        """Summary table and plot, then the ``status.json`` that marks the records complete."""
         from pgjax.plots import plot_run, summarize
 
+        for sink in self.sinks:
+            sink.close()
         summarize(self.root)
         plot_run(self.root)
+        atomic_write_json(self.root / "status.json", {
+            "status": "finished", "failed_runs": {self.run_dirs[r].name: m
+                                                  for r, m in sorted(self.failed.items())}})
+
+
+def is_finished(root) -> bool:
+    path = Path(root) / "status.json"
+    return path.exists() and json.loads(path.read_text()).get("status") == "finished"
 
 
 def load_params(path) -> dict:

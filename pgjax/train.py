@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -25,7 +26,7 @@ from pgjax.advantages import gae
 from pgjax.algos import ALGORITHMS
 from pgjax.algos.common import Batch
 from pgjax.config import TrainConfig
-from pgjax.envs import make_env
+from pgjax.envs import ConfigError, make_env
 from pgjax.nets import make_actor_critic
 from pgjax.distributions import broadcast_params
 from pgjax.normalize import RunningStats, init_stats, normalize, update_stats
@@ -151,7 +152,8 @@ class Trainer:
         params, algo_state, metrics = self.algo.update(state.params, state.algo_state, batch,
                                                        k_update, self._algo_hp(hp), progress)
         n_done = extras["done"].astype(jnp.float32).sum()
-        metrics = {**metrics,
+        finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(params)]))
+        metrics = {**metrics, "nonfinite_params": 1.0 - finite.astype(jnp.float32),
                    "explained_variance": _explained_variance(extras["values"], extras["ret"]),
                    "episodes": n_done,
                    "train_return": jnp.where(n_done > 0, traj.episode_return.sum() /
@@ -215,15 +217,81 @@ def run_keys(runs):
 
 
 class TrainingError(RuntimeError):
-    """A run's update reported a failure (e.g. FixPO's fixup cap); records up to it are kept."""
+    """A run failed (non-finite loss or parameters, or an algorithm's own failure such as
+    FixPO's fixup cap); the other runs and every record up to the failure are kept."""
 
 
-def check_errors(cfg: TrainConfig, metrics, first_iter: int, run_ids) -> None:
-    for name, message in type(cfg.algo_config).ERRORS.items():
-        flags = np.asarray(metrics.get(name, 0.0))
-        if np.any(flags > 0):
-            r, i = np.argwhere(flags > 0)[0]
-            raise TrainingError(f"{message} (run {run_ids[r]}, update {first_iter + i + 1})")
+NAN_ALLOWED = ("train_return", "train_length")  # NaN by design when no episode ended
+
+
+def find_failures(cfg: TrainConfig, metrics, first_iter: int, run_ids, active) -> dict:
+    """The first failing update of each active run in a chunk's metrics {name: [R, I]}:
+    {run index: (update, message)}. Failures: an algorithm's ERRORS flag, a non-finite
+    parameter, or any non-finite recorded quantity (losses, KL, ratios, entropy, ...)."""
+    errors = type(cfg.algo_config).ERRORS
+    checks = []  # (name, [R, I] bool, message template)
+    for name, message in errors.items():
+        checks.append((name, np.asarray(metrics.get(name, 0.0)) > 0, message))
+    if "nonfinite_params" in metrics:
+        checks.append(("nonfinite_params", np.asarray(metrics["nonfinite_params"]) > 0,
+                       "non-finite parameters after the update"))
+    for name in sorted(metrics):
+        if name in NAN_ALLOWED or name in errors or name == "nonfinite_params":
+            continue
+        checks.append((name, ~np.isfinite(np.asarray(metrics[name], np.float64)),
+                       f"non-finite {name}"))
+    out = {}
+    for r in active:
+        best = None
+        for name, bad, message in checks:
+            hits = np.flatnonzero(np.broadcast_to(bad, np.shape(metrics["episodes"]))[r])
+            if hits.size and (best is None or hits[0] < best[0]):
+                best = (int(hits[0]), message)
+        if best is not None:
+            update = first_iter + best[0] + 1
+            hint = "" if best[1] in errors.values() else \
+                "; this run stopped, try a lower learning rate or gradient-norm clipping"
+            out[r] = (update, f"{best[1]} (run {run_ids[r]}, update {update}){hint}")
+    return out
+
+
+class Placement:
+    """Where the runs live: with several devices (and ``shard``), the leading run axis of
+    every input is sharded over a 1-D mesh of all devices (padded with copies of the last
+    run to a multiple of the device count; the copies are computed and dropped). Arrays are
+    built with ``make_array_from_callback`` and fetched with ``process_allgather``, so the same
+    code runs multi-host after ``jax.distributed.initialize()``."""
+
+    def __init__(self, num_runs: int, shard: bool):
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+        devices = jax.devices()
+        self.num_runs = num_runs
+        self.num_devices = len(devices) if shard else 1
+        self.padded = -(-num_runs // self.num_devices) * self.num_devices
+        self.sharding = None
+        if self.num_devices > 1:
+            mesh = Mesh(np.asarray(devices), ("runs",))
+            self.sharding = NamedSharding(mesh, PartitionSpec("runs"))
+
+    def put(self, tree):
+        """Pad the leading run axis and place it (sharded when there are several devices)."""
+        def one(x):
+            x = np.asarray(x)
+            if self.padded > x.shape[0]:
+                x = np.concatenate([x, np.repeat(x[-1:], self.padded - x.shape[0], 0)])
+            if self.sharding is None:
+                return jnp.asarray(x)
+            return jax.make_array_from_callback(x.shape, self.sharding, lambda idx: x[idx])
+        return jax.tree.map(one, tree)
+
+    def get(self, tree):
+        """Fetch to host numpy, without the padding runs."""
+        if jax.process_count() > 1:
+            from jax.experimental import multihost_utils
+
+            tree = multihost_utils.process_allgather(tree, tiled=True)
+        return jax.tree.map(lambda x: np.asarray(x)[: self.num_runs], jax.device_get(tree))
 
 
 class VmappedRuns:
@@ -235,56 +303,141 @@ class VmappedRuns:
         self.chunk = jax.jit(jax.vmap(trainer.chunk), donate_argnums=0)
         self.evaluate = jax.jit(jax.vmap(trainer.evaluate))
 
+    def restored(self, state, keys, chunk):
+        """Nothing to do: the environment state is part of the checkpointed train state."""
+        return state
+
     def close(self):
         pass
 
 
-def run(cfg: TrainConfig, log=None, trainer: Trainer | None = None):
-    """Host loop: train every (seed, hyperparameter) run of ``cfg`` in one vmapped program,
-    chunk by chunk, printing progress, evaluating and writing records after each chunk.
-    Returns the ``RunRecords`` of the run directory."""
-    from pgjax.records import RunRecords
+RESUME_IGNORED = ("resume", "quiet", "tensorboard", "wandb", "wandb_project", "distributed",
+                  "shard", "checkpoint_every")
 
+
+def _check_resumable(cfg: TrainConfig, root) -> None:
+    import json
+
+    saved = json.loads((root / "config.json").read_text())["config"]
+    now = json.loads(json.dumps(cfg.to_dict(), default=str))
+    diff = sorted(k for k in set(saved) | set(now)
+                  if k not in RESUME_IGNORED and saved.get(k) != now.get(k))
+    if diff:
+        raise ConfigError(f"cannot resume {root}: its config differs in {', '.join(diff)}; "
+                          f"resume with the same options, or pick a new --name")
+
+
+def run(cfg: TrainConfig, log=None, trainer: Trainer | None = None, strict: bool = True):
+    """Host loop: train every (seed, hyperparameter) run of ``cfg`` in one vmapped program,
+    chunk by chunk, printing progress, evaluating, writing records and a checkpoint after each
+    chunk. With ``cfg.resume`` it continues from the run directory's latest checkpoint.
+
+    A run that fails (non-finite quantity, algorithm error) is recorded as failed and the
+    others carry on; at the end ``strict`` raises ``TrainingError`` naming the failures.
+    Returns the ``RunRecords`` of the run directory."""
+    import shutil
+
+    from pgjax.checkpoint import Checkpoints
+    from pgjax.loggers import make_sinks
+    from pgjax.records import RunRecords, is_finished
+
+    cfg = cfg.with_name()
+    if cfg.distributed and not jax.distributed.is_initialized():
+        jax.distributed.initialize()
     trainer = trainer or Trainer(cfg)
     runs = cfg.runs()
+    root = Path(cfg.out) / cfg.name
+    say = (lambda *a: None) if cfg.quiet else (log or (lambda *a: print(*a, flush=True)))
+    writer = jax.process_index() == 0
+    resuming = cfg.resume and (root / "config.json").exists()
+    if resuming:
+        _check_resumable(cfg, root)
+        if is_finished(root):
+            say(f"pgjax: {root} is already finished; nothing to resume")
+            return RunRecords.reopen(root, cfg.num_iterations)
+
+    place = Placement(len(runs), cfg.shard and not trainer.host)
     hps = stack_hparams(runs)
     train_keys, eval_keys = run_keys(runs)
+    hps_p, train_keys_p, eval_keys_p = place.put((hps, train_keys, eval_keys))
     if trainer.host:
         from pgjax.host import HostRuns
         fns = HostRuns(trainer, len(runs))
     else:
         fns = VmappedRuns(trainer)
-    records = RunRecords.create(cfg, runs)
-    say = (lambda *a: None) if cfg.quiet else (log or (lambda *a: print(*a, flush=True)))
-    say(f"pgjax: {cfg.algo} on {cfg.env} | {len(runs)} runs vmapped | "
-        f"{cfg.num_iterations} iterations x {cfg.batch_size} steps | records: {records.root}")
-
+    eval_keys_at = jax.jit(jax.vmap(jax.random.fold_in, (0, None)))  # (run keys, chunk index)
     try:
         t0 = time.time()
-        state = fns.init(train_keys, hps)
-        eval_keys_at = jax.vmap(jax.random.fold_in, (0, None))  # (per-run keys, chunk index)
-        ev = jax.device_get(fns.evaluate(state, eval_keys_at(eval_keys, 0)))
-        records.write_eval(0, 0, time.time() - t0, ev)
+        state = fns.init(train_keys_p, hps_p)
+        ckpts, start, wall0, records = None, 0, 0.0, None
+        if cfg.checkpoint_every:
+            if not resuming:
+                shutil.rmtree(root / "checkpoint", ignore_errors=True)
+            ckpts = Checkpoints(root / "checkpoint")
+            step = ckpts.latest() if resuming else None
+            if step is not None:
+                state, meta = ckpts.restore(step, state)
+                start, wall0 = int(meta["chunk"]), float(meta["wall_time_s"])
+                state = fns.restored(state, train_keys_p, start)
+                records = RunRecords.reopen(root, int(meta["iteration"])) if writer else None
+                say(f"pgjax: resuming {root} from chunk {start}/{cfg.num_chunks}")
+        if not start:
+            records = RunRecords.create(cfg, runs) if writer else None
+            ev = place.get(fns.evaluate(state, eval_keys_at(eval_keys_p, 0)))
+            if writer:
+                records.write_eval(0, 0, time.time() - t0, ev)
+        if writer:
+            records.sinks = make_sinks(cfg, records.run_dirs, root)
+        run_ids = [d.name for d in records.run_dirs] if writer else \
+            [str(i) for i in range(len(runs))]
+        failed = dict(records.failed) if writer else {}
+        say(f"pgjax: {cfg.algo} on {cfg.env} | {len(runs)} runs vmapped"
+            f"{f' over {place.num_devices} devices' if place.num_devices > 1 else ''} | "
+            f"{cfg.num_iterations} iterations x {cfg.batch_size} steps | records: {root}")
         steps_per_iter = cfg.batch_size
-        for c in range(cfg.num_chunks):
+        for c in range(start, cfg.num_chunks):
+            if len(failed) == len(runs):
+                break
             tc = time.time()
-            state, metrics = fns.chunk(state, hps)
-            ev = fns.evaluate(state, eval_keys_at(eval_keys, c + 1))
-            metrics, ev = jax.device_get((metrics, ev))
-            wall = time.time() - t0
+            state, metrics = fns.chunk(state, hps_p)
+            ev = fns.evaluate(state, eval_keys_at(eval_keys_p, c + 1))
+            metrics, ev = place.get((metrics, ev))
+            wall = wall0 + time.time() - t0
             first_iter = c * cfg.iterations_per_chunk
-            records.write_chunk(first_iter, steps_per_iter, wall, metrics, ev)
-            check_errors(cfg, metrics, first_iter, [d.name for d in records.run_dirs])
+            active = [r for r in range(len(runs)) if r not in failed]
+            new_failures = find_failures(cfg, metrics, first_iter, run_ids, active)
+            if writer:
+                records.write_chunk(first_iter, steps_per_iter, wall, metrics, ev,
+                                    {r: u for r, (u, _) in new_failures.items()})
+                for r, (update, message) in new_failures.items():
+                    records.mark_failed(r, update, message)
+            for r, (_, message) in new_failures.items():
+                failed[r] = message
+                say(f"  run failed: {message}")
             env_steps = (c + 1) * cfg.iterations_per_chunk * steps_per_iter
             sps = cfg.iterations_per_chunk * steps_per_iter * len(runs) / (time.time() - tc)
-            finished = metrics["train_return"][np.isfinite(metrics["train_return"])]
-            tr = finished.mean() if finished.size else float("nan")
+            ok = [r for r in range(len(runs)) if r not in failed]
+            tr = metrics["train_return"][ok]
+            tr = tr[np.isfinite(tr)].mean() if np.isfinite(tr).any() else float("nan")
+            er = ev["eval_return"][ok] if ok else np.full(1, np.nan)
             say(f"  steps {env_steps:>10,}/{cfg.num_iterations * steps_per_iter:,} | "
                 f"{sps:>9,.0f} steps/s | train return {tr:8.1f} | eval return "
-                f"{np.mean(ev['eval_return']):8.1f} (min {np.min(ev['eval_return']):.1f}, "
-                f"max {np.max(ev['eval_return']):.1f}) | {wall:6.0f}s")
-            records.save_params(jax.device_get(state.params), jax.device_get(state.obs_stats))
+                f"{np.mean(er):8.1f} (min {np.min(er):.1f}, max {np.max(er):.1f}) | "
+                f"{wall:6.0f}s")
+            if writer:
+                records.save_params(*place.get((state.params, state.obs_stats)))
+            if ckpts is not None and ((c + 1) % cfg.checkpoint_every == 0
+                                      or c + 1 == cfg.num_chunks):
+                ckpts.save(c + 1, state, {"chunk": c + 1, "wall_time_s": wall,
+                                          "iteration": (c + 1) * cfg.iterations_per_chunk})
+        if ckpts is not None:
+            ckpts.close()
     finally:
         fns.close()
-    records.finish()
+    if writer:
+        records.finish()
+    if strict and failed:
+        first = failed[min(failed)]
+        more = f" ({len(failed) - 1} more failed runs, see status.json)" if len(failed) > 1 else ""
+        raise TrainingError(first + more)
     return records

@@ -1,0 +1,249 @@
+"""``pgjax plot``: paper-style comparison figures and tables from run directories.
+
+    pgjax plot sweeps/locomotion                  # every run directory under the path(s)
+    pgjax plot runs/a runs/b --estimator mean --out figures/
+
+Writes, into ``--out`` (default: the first path), PNG and SVG of:
+
+- ``returns_<env>``: eval return against env steps and against wall-clock time, one curve per
+  group (algorithm, plus the varied hyperparameters), the IQM (or mean) over runs with a 95%
+  stratified-bootstrap confidence band (rliable);
+- ``trust_region_<env>``: max per-state KL and max |r - 1| at every update, median over runs
+  with the min-max range;
+
+and the tables ``aggregate.csv`` (final returns per group: IQM, mean, median with 95% CIs,
+over every environment, scores min-max normalised per environment over all runs shown) and
+``improvement.csv`` (probability of improvement P(X > Y) between every pair of groups, with a
+95% CI). With one environment the aggregate is over runs of that environment.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+
+def find_run_dirs(paths) -> list[Path]:
+    out = []
+    for p in map(Path, paths):
+        cands = [p] if (p / "config.json").exists() else sorted(q.parent for q in p.rglob("config.json"))
+        for c in cands:
+            try:
+                cfg = json.loads((c / "config.json").read_text())
+            except (OSError, ValueError):
+                continue
+            if "runs" in cfg and "config" in cfg and c not in out:
+                out.append(c)
+    return out
+
+
+def load(paths) -> pd.DataFrame:
+    """Every metrics row of every run (failed runs excluded) with columns group, env, algo,
+    run (unique id), seed."""
+    frames = []
+    for root in find_run_dirs(paths):
+        cfg = json.loads((root / "config.json").read_text())
+        c = cfg["config"]
+        varied = [k for k, v in cfg["grid"].items() if len(v) > 1]
+        for r in cfg["runs"]:
+            d = root / "runs" / r["id"]
+            if not (d / "metrics.csv").exists() or (d / "status.json").exists():
+                continue
+            df = pd.read_csv(d / "metrics.csv")
+            label = ", ".join(f"{k.split('.')[-1]}={r['hparams'][k]:g}" for k in varied)
+            df["algo"], df["env"] = c["algo"], c["env"]
+            df["group"] = c["algo"] + (f" ({label})" if label else "")
+            df["group_dir"] = root.name
+            df["run"] = f"{root.name}/{r['id']}"
+            df["seed"] = r["seed"]
+            frames.append(df)
+    if not frames:
+        raise SystemExit("pgjax plot: no run directories with metrics found under "
+                         + ", ".join(map(str, paths)))
+    df = pd.concat(frames, ignore_index=True)
+    # Groups that share algo and grid label but differ in static options: name them by dir.
+    counts = df.groupby(["env", "group"])["group_dir"].nunique()
+    if (counts > 1).any():
+        df["group"] = df["group_dir"].str.replace(r"_(brax|gym|jax|mabrax)-[^_]+", "", regex=True)
+    return df
+
+
+def _estimator(name):
+    from rliable import metrics
+
+    return {"iqm": metrics.aggregate_iqm, "mean": metrics.aggregate_mean,
+            "median": metrics.aggregate_median}[name]
+
+
+def curves(df: pd.DataFrame, x: str, estimator: str, reps: int, seed: int = 0) -> pd.DataFrame:
+    """Point estimate and 95% stratified-bootstrap CI of the eval return at every evaluation
+    point, per (env, group). x = env_steps or wall_time_s (wall time is averaged per point)."""
+    from rliable import library as rly
+
+    est = _estimator(estimator)
+    ev = df[df["eval_return"].notna()].copy()
+    ev["point"] = ev.groupby("run").cumcount()
+    rows = []
+    for (env, group), g in ev.groupby(["env", "group"]):
+        table = g.pivot_table(index="run", columns="point", values="eval_return")
+        table = table.dropna(axis=1)
+        xs = g.groupby("point")[x].mean().loc[table.columns]
+        scores = table.to_numpy()[:, None, :]  # [runs, 1 task, points]
+        np.random.seed(seed)
+        point, ci = rly.get_interval_estimates(
+            {group: scores},
+            lambda s: np.array([est(s[..., i]) for i in range(s.shape[-1])]), reps=reps)
+        for i, xv in enumerate(xs):
+            rows.append({"env": env, "group": group, x: xv, "estimate": point[group][i],
+                         "lo": ci[group][0, i], "hi": ci[group][1, i], "runs": len(table)})
+    return pd.DataFrame(rows)
+
+
+def final_scores(df: pd.DataFrame) -> dict:
+    """{group: [runs, envs]} final eval returns, min-max normalised per env over all runs."""
+    ev = df[df["eval_return"].notna()]
+    last = ev.loc[ev.groupby("run")["iteration"].idxmax()]
+    envs = sorted(last["env"].unique())
+    out = {}
+    for group, g in last.groupby("group"):
+        cols = []
+        for env in envs:
+            all_env = last[last["env"] == env]["eval_return"]
+            lo, hi = all_env.min(), all_env.max()
+            v = g[g["env"] == env]["eval_return"].to_numpy()
+            cols.append((v - lo) / (hi - lo) if hi > lo else np.zeros_like(v))
+        if any(len(c) == 0 for c in cols):
+            continue
+        n = min(len(c) for c in cols)
+        out[group] = np.stack([c[:n] for c in cols], axis=1)
+    return out
+
+
+def aggregate_tables(df: pd.DataFrame, reps: int, seed: int = 0):
+    from rliable import library as rly
+    from rliable import metrics
+
+    scores = final_scores(df)
+    fns = {"iqm": metrics.aggregate_iqm, "mean": metrics.aggregate_mean,
+           "median": metrics.aggregate_median}
+    np.random.seed(seed)
+    point, ci = rly.get_interval_estimates(
+        scores, lambda s: np.array([f(s) for f in fns.values()]), reps=reps)
+    ev = df[df["eval_return"].notna()]
+    last = ev.loc[ev.groupby("run")["iteration"].idxmax()]
+    rows = []
+    for group in scores:
+        row = {"group": group, "runs_per_env": scores[group].shape[0],
+               "envs": scores[group].shape[1]}
+        for j, name in enumerate(fns):
+            row[f"{name}_normalised"] = point[group][j]
+            row[f"{name}_ci95_lo"], row[f"{name}_ci95_hi"] = ci[group][0, j], ci[group][1, j]
+        for env, g in last[last["group"] == group].groupby("env"):
+            row[f"final_return_mean[{env}]"] = g["eval_return"].mean()
+        rows.append(row)
+    agg = pd.DataFrame(rows)
+    pairs = {f"{a} > {b}": (scores[a], scores[b])
+             for a, b in itertools.permutations(scores, 2)
+             if scores[a].shape == scores[b].shape}
+    prob = pd.DataFrame()
+    if pairs:
+        np.random.seed(seed)
+        p_point, p_ci = rly.get_interval_estimates(pairs, metrics.probability_of_improvement,
+                                                   reps=reps)
+        prob = pd.DataFrame([{"comparison": k, "probability_of_improvement": float(p_point[k]),
+                              "ci95_lo": float(np.ravel(p_ci[k])[0]),
+                              "ci95_hi": float(np.ravel(p_ci[k])[1])} for k in pairs])
+    return agg, prob
+
+
+def _save(fig, out: Path, stem: str) -> list[Path]:
+    paths = [out / f"{stem}.png", out / f"{stem}.svg"]
+    fig.savefig(paths[0], dpi=120)
+    fig.savefig(paths[1])
+    return paths
+
+
+def plot_returns(df, out: Path, estimator: str, reps: int) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    tables = {x: curves(df, x, estimator, reps) for x in ("env_steps", "wall_time_s")}
+    for env in sorted(df["env"].unique()):
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        for ax, (x, table) in zip(axes, tables.items()):
+            for group, g in table[table["env"] == env].groupby("group"):
+                ax.plot(g[x], g["estimate"], label=f"{group} (n={g['runs'].max()})")
+                ax.fill_between(g[x], g["lo"], g["hi"], alpha=0.2)
+            ax.set_xlabel("env steps" if x == "env_steps" else "wall-clock time (s)")
+            ax.set_ylabel(f"eval return ({estimator.upper()}, 95% stratified bootstrap CI)")
+            ax.grid(alpha=0.3)
+        axes[0].legend(fontsize=7)
+        fig.suptitle(env)
+        fig.tight_layout()
+        written += _save(fig, out, f"returns_{env.replace(':', '-')}")
+        plt.close(fig)
+        tables["env_steps"][tables["env_steps"]["env"] == env].to_csv(
+            out / f"returns_{env.replace(':', '-')}.csv", index=False)
+    return written
+
+
+def plot_trust_region(df, out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    cols = [c for c in ("kl_max", "ratio_dev_max") if c in df]
+    if not cols:
+        return written
+    upd = df[df["iteration"] > 0]
+    for env in sorted(upd["env"].unique()):
+        fig, axes = plt.subplots(1, len(cols), figsize=(5.5 * len(cols), 4), squeeze=False)
+        for ax, col in zip(axes[0], cols):
+            for group, g in upd[upd["env"] == env].groupby("group"):
+                s = g.groupby("iteration")[col]
+                med, lo, hi = s.median(), s.min(), s.max()
+                ax.plot(med.index, med.to_numpy(), label=group, lw=1)
+                ax.fill_between(med.index, lo.to_numpy(), hi.to_numpy(), alpha=0.15)
+            ax.set_yscale("log")
+            ax.set_xlabel("update")
+            ax.set_ylabel({"kl_max": "max per-state KL", "ratio_dev_max": "max |r - 1|"}[col]
+                          + " (median, min-max over runs)")
+            ax.grid(alpha=0.3)
+        axes[0][0].legend(fontsize=7)
+        fig.suptitle(f"{env}: trust-region diagnostics per update")
+        fig.tight_layout()
+        written += _save(fig, out, f"trust_region_{env.replace(':', '-')}")
+        plt.close(fig)
+    return written
+
+
+def plot_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="pgjax plot", description=__doc__.split("\n\n")[0])
+    p.add_argument("paths", nargs="+", help="run directories, or folders containing them")
+    p.add_argument("--out", default=None, help="output folder (default: the first path)")
+    p.add_argument("--estimator", choices=("iqm", "mean", "median"), default="iqm")
+    p.add_argument("--reps", type=int, default=2000, help="bootstrap resamples")
+    a = p.parse_args(argv)
+    df = load(a.paths)
+    out = Path(a.out or a.paths[0])
+    out.mkdir(parents=True, exist_ok=True)
+    written = plot_returns(df, out, a.estimator, a.reps) + plot_trust_region(df, out)
+    agg, prob = aggregate_tables(df, a.reps)
+    agg.to_csv(out / "aggregate.csv", index=False)
+    prob.to_csv(out / "improvement.csv", index=False)
+    written += [out / "aggregate.csv", out / "improvement.csv"]
+    with pd.option_context("display.width", 160, "display.max_columns", 12):
+        print(agg[[c for c in agg.columns if not c.startswith("final")]].to_string(index=False))
+        if len(prob):
+            print(prob.to_string(index=False))
+    print("wrote " + ", ".join(str(w) for w in written))
+    return 0

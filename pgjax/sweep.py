@@ -1,0 +1,209 @@
+"""``pgjax sweep <file.toml>``: a grid of algorithms x environments x hyperparameters x seeds.
+
+Example (``experiments/sweeps/quick.toml`` is a runnable one)::
+
+    name = "locomotion"            # the sweep directory: <out>/<name>/
+    out = "sweeps"
+    algos = ["ppo", "trpo", "spo", "fixpo"]
+    envs = ["brax:hopper", "gym:Hopper-v5"]
+    seeds = 3
+
+    [config]                       # any `pgjax train` option, for every group
+    steps = 500000
+    "ppo.epochs" = 10              # an update rule's option (applies to that rule's groups)
+
+    [env_config."gym:Hopper-v5"]   # options for one environment only
+    num_envs = 1
+    rollout_len = 2048
+
+    [grid]                         # traced hyperparameters, vmapped inside one program
+    "ppo.lr" = [1e-4, 3e-4]
+    gamma = [0.99, 0.995]
+
+    [static]                       # static options: one compiled program per combination
+    actor_hidden = [[64, 64], [256, 256]]
+
+Every (algorithm, environment, static combination) is a *group*: one ``pgjax train`` run
+directory ``<out>/<name>/<group>/`` whose seeds and grid points are vmapped into one program
+and compiled once. Every config is built and validated before anything runs.
+
+Resumable: run the same command again. Finished groups (``status.json``) are skipped,
+interrupted ones continue from their latest checkpoint (or start over if they had none). All
+records are written atomically, so a kill at any moment loses no finished run and leaves no
+torn file. A group whose runs fail (non-finite values, algorithm errors) or that raises is
+recorded in ``<out>/<name>/sweep.json`` and the sweep carries on.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+from pgjax.config import TrainConfig
+from pgjax.envs.core import ConfigError
+from pgjax.records import atomic_write_json, is_finished
+
+TOP_KEYS = {"name", "out", "algos", "envs", "seeds", "seed", "config", "env_config", "grid",
+            "static"}
+
+
+def _fmt(v) -> str:
+    if isinstance(v, (list, tuple)):
+        return "x".join(_fmt(x) for x in v)
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _apply(cfg: TrainConfig, options: dict, where: str) -> TrainConfig:
+    """Set TrainConfig fields from {name: value}; ``algo.field`` sets that rule's option
+    (ignored for groups of other rules)."""
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    plain, nested = {}, {}
+    for key, value in options.items():
+        key = key.replace("-", "_")
+        head, dot, tail = key.partition(".")
+        if dot:
+            if head not in ("ppo", "trpo", "spo", "fixpo") or not hasattr(getattr(cfg, head), tail):
+                raise ConfigError(f"unknown option '{key}' in {where}; use <rule>.<field> with "
+                                  f"a field of that rule's config (see pgjax train --help)")
+            if head == cfg.algo:
+                nested.setdefault(head, {})[tail] = value
+        elif key not in fields:
+            raise ConfigError(f"unknown option '{key}' in {where}; use a `pgjax train` option "
+                              f"(see pgjax train --help)")
+        else:
+            if isinstance(value, list):
+                value = tuple(value)
+            plain[key] = value
+    cfg = dataclasses.replace(cfg, **plain)
+    for head, values in nested.items():
+        cfg = dataclasses.replace(cfg, **{head: dataclasses.replace(getattr(cfg, head), **values)})
+    return cfg
+
+
+@dataclasses.dataclass
+class Sweep:
+    root: Path
+    groups: dict  # group name -> TrainConfig
+
+    @classmethod
+    def from_file(cls, path) -> "Sweep":
+        path = Path(path)
+        if not path.exists():
+            raise ConfigError(f"sweep file {path} not found; pass the path of a .toml file")
+        try:
+            spec = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"sweep file {path} is not valid TOML ({e}); fix the syntax") from None
+        return cls.from_dict(spec, default_name=path.stem)
+
+    @classmethod
+    def from_dict(cls, spec: dict, default_name: str = "sweep") -> "Sweep":
+        unknown = set(spec) - TOP_KEYS
+        if unknown:
+            raise ConfigError(f"unknown sweep key(s) {', '.join(sorted(unknown))}; use "
+                              f"{', '.join(sorted(TOP_KEYS))}")
+        for key in ("algos", "envs"):
+            if not isinstance(spec.get(key), list) or not spec[key]:
+                raise ConfigError(f"the sweep needs a non-empty list '{key}', e.g. "
+                                  f"{key} = {['ppo', 'trpo'] if key == 'algos' else ['brax:hopper']}")
+        root = Path(spec.get("out", "sweeps")) / spec.get("name", default_name)
+        static = spec.get("static", {})
+        grid = spec.get("grid", {})
+        for k, v in list(static.items()) + list(grid.items()):
+            if not isinstance(v, list) or not v:
+                raise ConfigError(f"'{k}' in [grid]/[static] must be a non-empty list of values")
+        groups = {}
+        for algo, env, values in itertools.product(spec["algos"], spec["envs"],
+                                                   itertools.product(*static.values())):
+            combo = dict(zip(static, values))
+            name = "_".join([algo, env.replace(":", "-")] +
+                            [f"{k.split('.')[-1]}={_fmt(v)}" for k, v in combo.items()])
+            cfg = TrainConfig(algo=algo, env=env, seeds=spec.get("seeds", 1),
+                              seed=spec.get("seed", 0), out=str(root), name=name)
+            cfg = _apply(cfg, spec.get("config", {}), "[config]")
+            cfg = _apply(cfg, spec.get("env_config", {}).get(env, {}), f"[env_config.\"{env}\"]")
+            cfg = _apply(cfg, combo, "[static]")
+            entries = []
+            for k, vals in grid.items():
+                head, dot, _ = k.partition(".")
+                if dot and head != algo:
+                    continue
+                entries.append(f"{k}=" + ",".join(repr(float(v)) for v in vals))
+            cfg = dataclasses.replace(cfg, grid=tuple(entries), out=str(root), name=name,
+                                      resume=True)
+            cfg.validate()
+            groups[name] = cfg
+        return cls(root=root, groups=groups)
+
+    def status(self) -> dict:
+        path = self.root / "sweep.json"
+        return json.loads(path.read_text()) if path.exists() else {"groups": {}}
+
+    def run(self, log=print) -> dict:
+        """Run every unfinished group; returns the sweep status."""
+        from pgjax.train import run
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        status = self.status()
+        total = len(self.groups)
+        for i, (name, cfg) in enumerate(self.groups.items(), 1):
+            if is_finished(self.root / name):
+                log(f"[{i}/{total}] {name}: finished, skipped")
+                continue
+            log(f"[{i}/{total}] {name}: {cfg.seeds} seeds x {len(cfg.runs()) // cfg.seeds} "
+                f"grid points")
+            t = time.time()
+            try:
+                records = run(cfg, log=log, strict=False)
+                failed = {records.run_dirs[r].name: m for r, m in records.failed.items()}
+                entry = {"status": "finished", "failed_runs": failed}
+            except ConfigError:
+                raise
+            except Exception as e:  # a group that crashes is recorded; the sweep carries on
+                entry = {"status": "error", "error": f"{type(e).__name__}: {e}"}
+                log(f"[{i}/{total}] {name}: error: {entry['error']}")
+            entry["wall_time_s"] = round(time.time() - t, 1)
+            status["groups"][name] = entry
+            atomic_write_json(self.root / "sweep.json", status)
+        return status
+
+
+def sweep_main(argv: list[str]) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="pgjax sweep", description=__doc__.split("\n\n")[0])
+    p.add_argument("file", help="sweep description (.toml)")
+    p.add_argument("--dry-run", action="store_true", help="validate and list the groups only")
+    p.add_argument("--plot", action="store_true", help="run `pgjax plot` on the sweep at the end")
+    a = p.parse_args(argv)
+    try:
+        sweep = Sweep.from_file(a.file)
+    except ConfigError as e:
+        print(f"pgjax sweep: error: {e}", file=sys.stderr)
+        return 2
+    if a.dry_run:
+        for name, cfg in sweep.groups.items():
+            print(f"{name}: {len(cfg.runs())} runs, {cfg.num_iterations * cfg.batch_size:,} "
+                  f"env steps each")
+        return 0
+    log = lambda *x: print(*x, flush=True)
+    try:
+        status = sweep.run(log=log)
+    except ConfigError as e:
+        print(f"pgjax sweep: error: {e}", file=sys.stderr)
+        return 2
+    bad = {k: v for k, v in status["groups"].items()
+           if v["status"] != "finished" or v.get("failed_runs")}
+    print(f"sweep {sweep.root}: {len(sweep.groups) - len(bad)}/{len(sweep.groups)} groups "
+          f"finished without failures")
+    for k, v in bad.items():
+        print(f"  {k}: {v.get('error') or v.get('failed_runs')}")
+    if a.plot:
+        from pgjax.plotting import plot_main
+
+        plot_main([str(sweep.root)])
+    return 1 if bad else 0

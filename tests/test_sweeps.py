@@ -1,0 +1,295 @@
+"""Sweeps, checkpoints, devices and failure handling: a killed sweep resumes to records
+identical to an uninterrupted one; a resumed run equals an uninterrupted one; sharding over
+4 devices changes nothing; a non-finite run is recorded and the others carry on."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pgjax import TrainConfig, run
+from pgjax.algos import FixPOConfig, PPOConfig
+from pgjax.envs import ConfigError
+from pgjax.sweep import Sweep
+from pgjax.train import TrainingError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SMALL = TrainConfig(env="jax:cartpole", num_envs=8, rollout_len=16, eval_every=2, eval_envs=4,
+                    episode_length=100, steps=8 * 16 * 2 * 4, quiet=True,
+                    ppo=PPOConfig(epochs=2, minibatches=4, ent_coef=0.01),
+                    fixpo=FixPOConfig(minibatches=4))
+
+
+def run_files(root: Path) -> dict:
+    """Every record of a run directory tree, with wall-clock columns removed."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        rel = str(p.relative_to(root))
+        if p.is_dir() or "checkpoint" in p.parts or p.suffix in (".png", ".svg"):
+            continue
+        if p.name == "metrics.csv":
+            out[rel] = pd.read_csv(p).drop(columns="wall_time_s").to_csv(index=False)
+        elif p.name == "sweep.json":
+            st = json.loads(p.read_text())
+            out[rel] = {g: {k: v for k, v in e.items() if k != "wall_time_s"}
+                        for g, e in st["groups"].items()}
+        elif p.name == "config.json":
+            c = json.loads(p.read_text())
+            if "config" in c:  # the output folder differs between the compared trees
+                c["config"].pop("out")
+            out[rel] = c
+        else:
+            out[rel] = p.read_bytes()
+    return out
+
+
+def assert_same_records(a: Path, b: Path):
+    fa, fb = run_files(a), run_files(b)
+    assert sorted(fa) == sorted(fb)
+    for k in fa:
+        assert fa[k] == fb[k], k
+
+
+# -- checkpoint and resume --------------------------------------------------------------------
+class Interrupt(Exception):
+    pass
+
+
+def _interrupting(monkeypatch, after_chunks: int):
+    import pgjax.train as train_mod
+
+    real = train_mod.VmappedRuns
+
+    class Crashing(real):
+        def __init__(self, trainer):
+            super().__init__(trainer)
+            chunk, calls = self.chunk, [0]
+
+            def counted(*a, **k):
+                calls[0] += 1
+                if calls[0] > after_chunks:
+                    raise Interrupt
+                return chunk(*a, **k)
+
+            self.chunk = counted
+
+    monkeypatch.setattr(train_mod, "VmappedRuns", Crashing)
+
+
+@pytest.mark.parametrize("algo", ["ppo", "fixpo"])
+def test_resumed_run_matches_uninterrupted_run(algo, tmp_path, monkeypatch):
+    cfg = dataclasses.replace(SMALL, algo=algo, seeds=2, out=str(tmp_path))
+    full = run(dataclasses.replace(cfg, name="full"))
+    with monkeypatch.context() as m:
+        _interrupting(m, after_chunks=2)
+        with pytest.raises(Interrupt):
+            run(dataclasses.replace(cfg, name="cut"))
+    cut = tmp_path / "cut"
+    assert not (cut / "status.json").exists()
+    rows = pd.read_csv(next((cut / "runs").iterdir()) / "metrics.csv")
+    assert rows["iteration"].max() == 2 * cfg.eval_every  # two chunks recorded, then the crash
+    resumed = run(dataclasses.replace(cfg, name="cut", resume=True))
+    assert resumed.root == cut
+    assert_same_records(full.root, cut)  # metrics (all columns but wall time), params, summary
+
+
+def test_resume_refuses_a_different_config(tmp_path):
+    cfg = dataclasses.replace(SMALL, out=str(tmp_path), name="r", steps=8 * 16 * 2)
+    run(cfg)
+    with pytest.raises(ConfigError, match="differs in gamma"):
+        run(dataclasses.replace(cfg, gamma=0.9, resume=True))
+
+
+def test_gymnasium_run_resumes_and_completes(tmp_path, monkeypatch):
+    import pgjax.host as host_mod
+
+    cfg = TrainConfig(env="gym:CartPole-v1", num_envs=2, rollout_len=32, eval_every=2,
+                      eval_envs=2, steps=2 * 32 * 2 * 3, quiet=True, out=str(tmp_path),
+                      name="g", ppo=PPOConfig(epochs=1, minibatches=2))
+    real = host_mod.HostRuns.chunk
+    calls = [0]
+
+    def crash(self, *a):
+        calls[0] += 1
+        if calls[0] > 1:
+            raise Interrupt
+        return real(self, *a)
+
+    with monkeypatch.context() as m:
+        m.setattr(host_mod.HostRuns, "chunk", crash)
+        with pytest.raises(Interrupt):
+            run(cfg)
+    records = run(dataclasses.replace(cfg, resume=True))
+    df = pd.read_csv(records.run_dirs[0] / "metrics.csv")
+    assert df["iteration"].tolist() == list(range(0, 7))
+    assert (records.root / "status.json").exists()
+
+
+# -- sweeps -----------------------------------------------------------------------------------
+SWEEP = """
+name = "s"
+out = "{out}"
+algos = ["ppo", "trpo"]
+envs = ["jax:cartpole"]
+seeds = 2
+
+[config]
+steps = {steps}
+num_envs = 8
+rollout_len = 16
+eval_every = 2
+eval_envs = 4
+episode_length = 100
+"ppo.minibatches" = 4
+"ppo.epochs" = 2
+"trpo.vf_minibatches" = 4
+
+[grid]
+"ppo.lr" = [1e-4, 3e-4]
+"""
+
+
+def _sweep_file(tmp_path, out, steps=8 * 16 * 2 * 6):
+    path = tmp_path / f"{Path(out).name}.toml"
+    path.write_text(SWEEP.format(out=out, steps=steps))
+    return path
+
+
+def test_sweep_groups_and_validation(tmp_path):
+    sweep = Sweep.from_file(_sweep_file(tmp_path, tmp_path / "a"))
+    assert list(sweep.groups) == ["ppo_jax-cartpole", "trpo_jax-cartpole"]
+    ppo, trpo = sweep.groups.values()
+    assert len(ppo.runs()) == 4 and len(trpo.runs()) == 2  # the ppo.lr grid is PPO's only
+    assert ppo.ppo.epochs == 2 and trpo.trpo.vf_minibatches == 4
+    bad = tmp_path / "bad.toml"
+    bad.write_text('algos = ["ppo"]\nenvs = ["jax:cartpole"]\n[config]\nnum_env = 3\n')
+    with pytest.raises(ConfigError, match="unknown option 'num_env'"):
+        Sweep.from_file(bad)
+    bad.write_text('algos = ["ppo"]\nenvs = ["jax:cartpole"]\n[config]\n"ppo.lr" = -1\n')
+    with pytest.raises(ConfigError, match="lr must be > 0"):
+        Sweep.from_file(bad)
+
+
+def _pgjax(*args, env=None):
+    return [sys.executable, "-m", "pgjax.cli", *args]
+
+
+@pytest.mark.slow
+def test_sigkilled_sweep_resumes_to_identical_records(tmp_path):
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    ref_file, cut_file = _sweep_file(tmp_path, tmp_path / "ref"), _sweep_file(tmp_path, tmp_path / "cut")
+    subprocess.run(_pgjax("sweep", str(ref_file)), check=True, env=env, capture_output=True)
+    # Kill the second run of the sweep mid-way: the first group is finished, the second has
+    # checkpoints and records of some chunks.
+    proc = subprocess.Popen(_pgjax("sweep", str(cut_file)), env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    ckpt = tmp_path / "cut" / "s" / "trpo_jax-cartpole" / "checkpoint"
+    deadline = time.time() + 600
+    while time.time() < deadline and proc.poll() is None:
+        if ckpt.exists() and any(p.name.isdigit() and int(p.name) >= 2 for p in ckpt.iterdir()):
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the sweep finished before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (tmp_path / "cut" / "s" / "trpo_jax-cartpole" / "status.json").exists()
+    out = subprocess.run(_pgjax("sweep", str(cut_file)), check=True, env=env,
+                         capture_output=True, text=True).stdout
+    assert "ppo_jax-cartpole: finished, skipped" in out
+    assert "resuming" in out
+    assert_same_records(tmp_path / "ref" / "s", tmp_path / "cut" / "s")
+
+
+# -- failures ---------------------------------------------------------------------------------
+def test_nonfinite_run_is_recorded_and_others_carry_on(tmp_path):
+    # lr = 1e3 blows the Gaussian log-std up within the first update: exp(log_std) overflows.
+    cfg = TrainConfig(env="brax:inverted_pendulum", num_envs=8, rollout_len=16, eval_every=2,
+                      eval_envs=2, episode_length=50, steps=8 * 16 * 2 * 2, quiet=True,
+                      out=str(tmp_path), name="nan", grid=("ppo.lr=3e-4,1e3",),
+                      ppo=PPOConfig(minibatches=4, epochs=2, max_grad_norm=1e9))
+    records = run(cfg, strict=False)
+    (good, bad), = [records.run_dirs]
+    status = json.loads((bad / "status.json").read_text())
+    assert status["status"] == "failed" and "non-finite" in status["error"]
+    assert f"update {status['update']}" in status["error"] and "lr=1000" in status["error"]
+    assert not (good / "status.json").exists()
+    good_rows, bad_rows = pd.read_csv(good / "metrics.csv"), pd.read_csv(bad / "metrics.csv")
+    assert good_rows["iteration"].max() == cfg.num_iterations  # the other run carried on
+    assert bad_rows["iteration"].max() == status["update"]  # records stop at the failure
+    top = json.loads((records.root / "status.json").read_text())
+    assert top["status"] == "finished" and list(top["failed_runs"]) == [bad.name]
+    with pytest.raises(TrainingError, match="non-finite .* update"):
+        run(dataclasses.replace(cfg, name="nan_strict"))
+
+
+# -- devices ----------------------------------------------------------------------------------
+SHARD_SCRIPT = """
+import dataclasses, sys, jax
+from pgjax import TrainConfig, run
+from pgjax.algos import PPOConfig
+assert len(jax.devices()) == 4, jax.devices()
+cfg = TrainConfig(env="jax:cartpole", num_envs=8, rollout_len=16, eval_every=2, eval_envs=4,
+                  episode_length=100, steps=8 * 16 * 2 * 2, quiet=True, seeds=3,
+                  grid=("ppo.lr=1e-4,3e-4",), out=sys.argv[1], name=sys.argv[2],
+                  shard=sys.argv[3] == "1", ppo=PPOConfig(epochs=2, minibatches=4))
+run(cfg)
+"""
+
+
+@pytest.mark.slow
+def test_sharded_over_four_devices_equals_unsharded(tmp_path):
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
+           "JAX_PLATFORMS": "cpu"}
+    for name, shard in (("sharded", "1"), ("single", "0")):
+        subprocess.run([sys.executable, "-c", SHARD_SCRIPT, str(tmp_path), name, shard],
+                       check=True, env=env)
+    a, b = tmp_path / "sharded" / "runs", tmp_path / "single" / "runs"
+    runs = sorted(p.name for p in a.iterdir())
+    assert len(runs) == 6 and runs == sorted(p.name for p in b.iterdir())  # 6 runs padded to 8
+    for r in runs:
+        ma = pd.read_csv(a / r / "metrics.csv").drop(columns="wall_time_s")
+        mb = pd.read_csv(b / r / "metrics.csv").drop(columns="wall_time_s")
+        np.testing.assert_allclose(ma.to_numpy(float), mb.to_numpy(float), rtol=1e-4, atol=1e-5,
+                                   equal_nan=True)
+
+
+# -- dashboards -------------------------------------------------------------------------------
+def _read_events(path: Path) -> list:
+    from tensorboardX.proto import event_pb2
+
+    events, data = [], path.read_bytes()
+    i = 0
+    while i < len(data):
+        (n,) = struct.unpack("<Q", data[i:i + 8])
+        ev = event_pb2.Event()
+        ev.ParseFromString(data[i + 12:i + 12 + n])
+        events.append(ev)
+        i += 12 + n + 4
+    return events
+
+
+def test_tensorboard_events_mirror_the_csv(tmp_path):
+    cfg = dataclasses.replace(SMALL, out=str(tmp_path), name="tb", tensorboard=True)
+    records = run(cfg)
+    d = records.run_dirs[0]
+    files = list((d / "tensorboard").glob("events.out.tfevents.*"))
+    assert files
+    scalars = {}
+    for ev in _read_events(files[0]):
+        for v in ev.summary.value:
+            scalars[(v.tag, ev.step)] = v.simple_value
+    rows = pd.read_csv(d / "metrics.csv")
+    last = rows.iloc[-1]
+    assert scalars[("eval_return", int(last["env_steps"]))] == pytest.approx(last["eval_return"])
+    assert scalars[("kl_max", int(last["env_steps"]))] == pytest.approx(last["kl_max"])
