@@ -90,7 +90,7 @@ class Sweep:
     groups: dict  # group name -> TrainConfig
 
     @classmethod
-    def from_file(cls, path) -> "Sweep":
+    def from_file(cls, path, overrides: list[str] = (), name: str | None = None) -> "Sweep":
         path = Path(path)
         if not path.exists():
             raise ConfigError(f"sweep file {path} not found; pass the path of a .toml file")
@@ -98,6 +98,20 @@ class Sweep:
             spec = tomllib.loads(path.read_text())
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"sweep file {path} is not valid TOML ({e}); fix the syntax") from None
+        for item in overrides:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ConfigError(f"bad --set '{item}'; write key=value (e.g. steps=1000000)")
+            try:
+                parsed = tomllib.loads(f"v = {value}")["v"]
+            except tomllib.TOMLDecodeError:
+                parsed = value
+            if key in ("seeds", "seed", "out", "name"):
+                spec[key] = parsed
+            else:
+                spec.setdefault("config", {})[key] = parsed
+        if name:
+            spec["name"] = name
         return cls.from_dict(spec, default_name=path.stem)
 
     @classmethod
@@ -177,11 +191,14 @@ def sweep_main(argv: list[str]) -> int:
 
     p = argparse.ArgumentParser(prog="pgjax sweep", description=__doc__.split("\n\n")[0])
     p.add_argument("file", help="sweep description (.toml)")
+    p.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
+                   help="override [config] options or seeds/out (e.g. --set steps=1000000 seeds=10)")
+    p.add_argument("--name", default=None, help="sweep directory name (default: the file's)")
     p.add_argument("--dry-run", action="store_true", help="validate and list the groups only")
     p.add_argument("--plot", action="store_true", help="run `pgjax plot` on the sweep at the end")
     a = p.parse_args(argv)
     try:
-        sweep = Sweep.from_file(a.file)
+        sweep = Sweep.from_file(a.file, a.set, a.name)
     except ConfigError as e:
         print(f"pgjax sweep: error: {e}", file=sys.stderr)
         return 2

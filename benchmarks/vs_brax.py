@@ -1,0 +1,218 @@
+"""pgjax PPO against Brax's own PPO trainer (``brax.training.agents.ppo``), and pgjax's
+scaling, measured on this machine in one invocation.
+
+    python benchmarks/vs_brax.py --envs ant hopper --steps 491520 --seeds 2
+    python benchmarks/vs_brax.py --scaling-only --envs ant
+
+For each environment and seed, three subprocesses run one after another (nothing else runs
+meanwhile): the raw environment-stepping ceiling (random actions through pgjax's env in
+``lax.scan``), pgjax PPO, and Brax's PPO trainer in its own virtual environment
+(``benchmarks/.venv-brax``: jax 0.7.2 and brax 0.14.2, created on first use, since Brax's
+trainer calls JAX APIs that newer JAX removed). Both trainers use identical settings: envs,
+unroll length, minibatches (32), epochs (10), 64x64 tanh networks for policy and value,
+lr 3e-4, gamma 0.99, lambda 0.95, clip 0.2, no entropy bonus, grad-norm clip 0.5, observation
+normalisation, the same number of deterministic evaluations on
+16 envs. Reported per side: steady-state training throughput (env steps/s including updates,
+from the epochs after the first), compile time (first epoch minus its steady-state time),
+peak memory (max RSS of the process on CPU; peak device bytes on GPU) and eval returns at
+equal env steps.
+
+Scaling (pgjax only): throughput and compile time against the number of envs and against
+the number of vmapped seeds, plus the per-seed cost of vmapped seeds relative to one run.
+Writes a JSON line per measurement to stdout and ``--out`` (JSON) at the end.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BRAX_VENV = HERE / ".venv-brax"
+BRAX_PINS = ["jax[cpu]==0.7.2", "brax==0.14.2"]
+
+
+def ensure_brax_venv() -> Path:
+    python = BRAX_VENV / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(BRAX_VENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *BRAX_PINS], check=True)
+    return python
+
+
+def _last_json(text: str) -> dict:
+    for line in reversed(text.strip().splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    raise RuntimeError("no JSON result in output:\n" + text[-3000:])
+
+
+def _sub(cmd) -> dict:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if p.returncode:
+        raise RuntimeError(f"{cmd} failed:\n{p.stderr[-3000:]}")
+    return _last_json(p.stdout)
+
+
+# -- the pgjax side (run as a subprocess of this file) ---------------------------------------
+def pgjax_side(a) -> dict:
+    import resource
+
+    import jax
+
+    from pgjax import TrainConfig, Trainer
+    from pgjax.algos import PPOConfig
+    from pgjax.train import VmappedRuns, run_keys, stack_hparams
+
+    epochs = a.num_evals - 1
+    iters = max(1, a.steps // (epochs * a.num_envs * a.unroll))
+    cfg = TrainConfig(env=f"brax:{a.env}", backend=a.backend, num_envs=a.num_envs,
+                      rollout_len=a.unroll, eval_every=iters, eval_envs=16, seeds=a.vmap_seeds,
+                      seed=a.seed, steps=epochs * iters * a.num_envs * a.unroll, quiet=True,
+                      actor_hidden=tuple(a.hidden), critic_hidden=tuple(a.hidden),
+                      ppo=PPOConfig(minibatches=32, epochs=10, anneal_lr=False))
+    fns = VmappedRuns(Trainer(cfg))
+    runs = cfg.runs()
+    keys, ekeys = run_keys(runs)
+    hps = stack_hparams(runs)
+    fold = jax.jit(jax.vmap(jax.random.fold_in, (0, None)))
+    t0 = time.time()
+    state = jax.block_until_ready(fns.init(keys, hps))
+    ev = jax.device_get(fns.evaluate(state, fold(ekeys, 0)))
+    points = [{"env_steps": 0, "eval_return": float(ev["eval_return"].mean())}]
+    epoch_times = []
+    for c in range(cfg.num_chunks):
+        t = time.time()
+        state, _ = fns.chunk(state, hps)
+        jax.block_until_ready(state)
+        epoch_times.append(time.time() - t)
+        ev = jax.device_get(fns.evaluate(state, fold(ekeys, c + 1)))
+        points.append({"env_steps": (c + 1) * iters * cfg.batch_size,
+                       "eval_return": float(ev["eval_return"].mean()),
+                       "per_seed": [float(x) for x in ev["eval_return"]]})
+    steps_epoch = iters * cfg.batch_size * len(runs)
+    steady = steps_epoch / min(epoch_times[1:]) if len(epoch_times) > 1 else float("nan")
+    out = {"side": "pgjax", "env": a.env, "seeds": len(runs), "points": points,
+           "steady_sps": steady, "compile_s": epoch_times[0] - steps_epoch / steady,
+           "init_s": None, "total_s": time.time() - t0, "jax": jax.__version__,
+           "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    dev = jax.devices()[0]
+    if dev.platform != "cpu":
+        out["peak_device_mb"] = dev.memory_stats().get("peak_bytes_in_use", 0) / 2**20
+    return out
+
+
+def raw_side(a) -> dict:
+    from throughput import raw_stepping
+
+    sps, compile_s = raw_stepping(f"brax:{a.env}", a.num_envs, a.unroll, 8, 3, a.backend)
+    return {"side": "raw", "env": a.env, "steady_sps": sps, "compile_s": compile_s}
+
+
+def brax_summary(res: dict, steps_epoch: int) -> dict:
+    pts = res["points"]
+    sps = [p["sps"] for p in pts[1:]]
+    steady = max(sps[1:]) if len(sps) > 1 else float("nan")
+    first = pts[1]["training_walltime"]
+    return {"steady_sps": steady, "compile_s": first - steps_epoch / steady,
+            "points": [{"env_steps": p["env_steps"], "eval_return": p["eval_return"]} for p in pts]}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--envs", nargs="+", default=["ant", "hopper"])
+    p.add_argument("--backend", default="generalized")
+    p.add_argument("--steps", type=int, default=491_520)
+    p.add_argument("--seeds", type=int, default=2)
+    p.add_argument("--num-envs", type=int, default=64)
+    p.add_argument("--unroll", type=int, default=32)
+    p.add_argument("--hidden", type=int, nargs="+", default=[64, 64])
+    p.add_argument("--num-evals", type=int, default=6)
+    p.add_argument("--scaling-envs", type=int, nargs="*", default=[64, 256, 1024, 4096])
+    p.add_argument("--scaling-seeds", type=int, nargs="*", default=[1, 4, 8, 32])
+    p.add_argument("--scaling-only", action="store_true")
+    p.add_argument("--no-scaling", action="store_true")
+    p.add_argument("--out", default=str(HERE / "results" / "vs_brax.json"))
+    # internal: run one side in this process
+    p.add_argument("--side", choices=["pgjax", "raw"], help=argparse.SUPPRESS)
+    p.add_argument("--env", help=argparse.SUPPRESS)
+    p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--vmap-seeds", type=int, default=1, help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.side:
+        sys.path.insert(0, str(HERE))
+        print(json.dumps(pgjax_side(a) if a.side == "pgjax" else raw_side(a)))
+        return
+
+    import jax
+
+    results = {"machine": platform.machine(), "cpus": os.cpu_count(),
+               "device": str(jax.devices()[0]), "pgjax_jax": jax.__version__,
+               "settings": vars(a), "comparison": [], "scaling": []}
+    me = [sys.executable, str(Path(__file__).resolve())]
+    common = ["--backend", a.backend, "--num-envs", str(a.num_envs), "--unroll", str(a.unroll),
+              "--num-evals", str(a.num_evals), "--steps", str(a.steps),
+              "--hidden", *map(str, a.hidden)]
+    steps_epoch = a.steps // (a.num_evals - 1) // (a.num_envs * a.unroll) * a.num_envs * a.unroll
+    if not a.scaling_only:
+        brax_python = ensure_brax_venv()
+        for env in a.envs:
+            raw = _sub(me + ["--side", "raw", "--env", env] + common)
+            for seed in range(a.seeds):
+                mine = _sub(me + ["--side", "pgjax", "--env", env, "--seed", str(seed)] + common)
+                theirs = _sub([str(brax_python), str(HERE / "_brax_ppo.py"), "--env", env,
+                               "--seed", str(seed), "--backend", a.backend,
+                               "--steps", str(a.steps), "--num-envs", str(a.num_envs),
+                               "--unroll", str(a.unroll), "--num-evals", str(a.num_evals),
+                               "--hidden", *map(str, a.hidden)])
+                row = {"env": env, "seed": seed, "raw_sps": raw["steady_sps"],
+                       "pgjax": mine, "brax": {**brax_summary(theirs, steps_epoch),
+                                               "peak_rss_mb": theirs["peak_rss_mb"],
+                                               "jax": theirs["jax"]}}
+                row["pgjax_over_brax_sps"] = mine["steady_sps"] / row["brax"]["steady_sps"]
+                row["pgjax_over_raw"] = mine["steady_sps"] / raw["steady_sps"]
+                print(json.dumps({k: row[k] for k in ("env", "seed", "raw_sps",
+                                                      "pgjax_over_brax_sps", "pgjax_over_raw")}
+                                 | {"pgjax_sps": mine["steady_sps"],
+                                    "brax_sps": row["brax"]["steady_sps"],
+                                    "pgjax_compile_s": mine["compile_s"],
+                                    "brax_compile_s": row["brax"]["compile_s"],
+                                    "pgjax_final": mine["points"][-1]["eval_return"],
+                                    "brax_final": row["brax"]["points"][-1]["eval_return"]}),
+                      flush=True)
+                results["comparison"].append(row)
+    if not a.no_scaling:
+        env = a.envs[0]
+        for n in a.scaling_envs:
+            steps = 3 * 2 * n * a.unroll  # 3 epochs of 2 iterations
+            r = _sub(me + ["--side", "pgjax", "--env", env, "--num-envs", str(n),
+                           "--unroll", str(a.unroll), "--num-evals", "4", "--steps", str(steps),
+                           "--backend", a.backend, "--hidden", *map(str, a.hidden)])
+            row = {"kind": "num_envs", "env": env, "num_envs": n, "seeds": 1,
+                   "steady_sps": r["steady_sps"], "compile_s": r["compile_s"],
+                   "peak_rss_mb": r["peak_rss_mb"]}
+            print(json.dumps(row), flush=True)
+            results["scaling"].append(row)
+        for s in a.scaling_seeds:
+            steps = 3 * 2 * a.num_envs * a.unroll
+            r = _sub(me + ["--side", "pgjax", "--env", env, "--vmap-seeds", str(s)] +
+                     ["--num-envs", str(a.num_envs), "--unroll", str(a.unroll), "--num-evals",
+                      "4", "--steps", str(steps), "--backend", a.backend,
+                      "--hidden", *map(str, a.hidden)])
+            row = {"kind": "seeds", "env": env, "num_envs": a.num_envs, "seeds": s,
+                   "steady_sps": r["steady_sps"], "compile_s": r["compile_s"],
+                   "peak_rss_mb": r["peak_rss_mb"]}
+            print(json.dumps(row), flush=True)
+            results["scaling"].append(row)
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
