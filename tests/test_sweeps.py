@@ -293,3 +293,62 @@ def test_tensorboard_events_mirror_the_csv(tmp_path):
     last = rows.iloc[-1]
     assert scalars[("eval_return", int(last["env_steps"]))] == pytest.approx(last["eval_return"])
     assert scalars[("kl_max", int(last["env_steps"]))] == pytest.approx(last["kl_max"])
+
+
+class Exploding:
+    """A Gymnasium env whose simulator crashes after a few steps."""
+
+    def __new__(cls):
+        import gymnasium as gym
+        from gymnasium import spaces
+
+        class Env(gym.Env):
+            observation_space = spaces.Box(-1, 1, (2,), np.float32)
+            action_space = spaces.Discrete(2)
+
+            def reset(self, seed=None, options=None):
+                super().reset(seed=seed)
+                self.t = 0
+                return np.zeros(2, np.float32), {}
+
+            def step(self, action):
+                self.t += 1
+                if self.t > 40:
+                    raise RuntimeError("simulator diverged")
+                return np.zeros(2, np.float32), 1.0, False, False, {}
+
+        return Env()
+
+
+def test_sweep_records_failures_and_carries_on(tmp_path):
+    import gymnasium as gym
+
+    gym.register("PgjaxExploding-v0", entry_point=Exploding, max_episode_steps=100)
+    spec = f"""
+name = "f"
+out = "{tmp_path}"
+algos = ["ppo"]
+envs = ["gym:PgjaxExploding-v0", "gym:Pendulum-v1"]
+seeds = 1
+[config]
+steps = 256
+num_envs = 2
+rollout_len = 32
+eval_every = 2
+eval_envs = 1
+"ppo.minibatches" = 2
+"ppo.epochs" = 2
+"ppo.max_grad_norm" = 1e9
+[grid]
+"ppo.lr" = [3e-4, 1e3]
+"""
+    path = tmp_path / "f.toml"
+    path.write_text(spec)
+    status = Sweep.from_file(path).run(log=lambda *a: None)["groups"]
+    crashed, pend = status["ppo_gym-PgjaxExploding-v0"], status["ppo_gym-Pendulum-v1"]
+    assert crashed["status"] == "error" and "simulator diverged" in crashed["error"]
+    assert pend["status"] == "finished"  # the sweep carried on after the crash
+    assert list(pend["failed_runs"]) == ["lr=1000_seed0"]
+    assert "non-finite" in pend["failed_runs"]["lr=1000_seed0"]
+    saved = json.loads((tmp_path / "f" / "sweep.json").read_text())["groups"]
+    assert saved.keys() == status.keys()

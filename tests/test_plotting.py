@@ -1,0 +1,98 @@
+"""pgjax plot on synthetic run directories with known returns: IQM, probability of
+improvement, normalisation, and the files it writes. Plus the W&B mirror with a stub."""
+from __future__ import annotations
+
+import json
+import sys
+import types
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from pgjax.plotting import aggregate_tables, final_scores, load, plot_main
+
+
+def fake_run_dir(root, algo, env, finals):
+    runs = []
+    for seed, final in enumerate(finals):
+        rid = f"seed{seed}"
+        d = root / "runs" / rid
+        d.mkdir(parents=True)
+        it = np.arange(0, 31)
+        df = pd.DataFrame({"iteration": it, "env_steps": it * 100, "wall_time_s": it * 0.5,
+                           "eval_return": np.where(it % 10 == 0, final * it / 30, np.nan),
+                           "kl_max": 0.01 + 0.001 * it, "ratio_dev_max": 0.2})
+        df.to_csv(d / "metrics.csv", index=False)
+        runs.append({"id": rid, "seed": seed, "hparams": {}})
+    (root / "config.json").write_text(json.dumps(
+        {"config": {"algo": algo, "env": env}, "grid": {}, "runs": runs}))
+
+
+@pytest.fixture
+def sweep(tmp_path):
+    a = [10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0]
+    b = [15.0, 25.0, 35.0, 45.0, 55.0, 65.0, 75.0, 1000.0]
+    fake_run_dir(tmp_path / "a_env1", "ppo", "brax:x", a)
+    fake_run_dir(tmp_path / "b_env1", "trpo", "brax:x", b)
+    return tmp_path, np.array(a), np.array(b)
+
+
+def test_aggregates_match_hand_computation(sweep):
+    root, a, b = sweep
+    df = load([root])
+    scores = final_scores(df)
+    lo, hi = 10.0, 1000.0  # min-max over every run of the environment
+    np.testing.assert_allclose(scores["ppo"][:, 0], (a - lo) / (hi - lo))
+    agg, prob = aggregate_tables(df, reps=200)
+    row = agg.set_index("group")
+    np.testing.assert_allclose(row.loc["ppo", "iqm_normalised"],
+                               stats.trim_mean((a - lo) / (hi - lo), 0.25))
+    np.testing.assert_allclose(row.loc["trpo", "mean_normalised"], ((b - lo) / (hi - lo)).mean())
+    # P(trpo > ppo) by counting pairs: trpo's i-th run beats ppo's runs 1..i and the outlier
+    # beats all 8
+    wins = sum((x > y) for x in b for y in a) / 64
+    p = prob.set_index("comparison").loc["trpo > ppo", "probability_of_improvement"]
+    np.testing.assert_allclose(p, wins)
+    assert (agg["iqm_ci95_lo"] <= agg["iqm_normalised"]).all()
+    assert (agg["iqm_normalised"] <= agg["iqm_ci95_hi"]).all()
+
+
+def test_plot_command_writes_figures_and_tables(sweep, capsys):
+    root, _, _ = sweep
+    assert plot_main([str(root), "--reps", "100"]) == 0
+    for name in ("returns_brax-x.png", "returns_brax-x.svg", "trust_region_brax-x.png",
+                 "trust_region_brax-x.svg", "aggregate.csv", "improvement.csv",
+                 "returns_brax-x.csv"):
+        assert (root / name).exists(), name
+    curve = pd.read_csv(root / "returns_brax-x.csv")
+    last = curve[curve["env_steps"] == 3000].set_index("group")
+    assert last.loc["ppo", "lo"] <= last.loc["ppo", "estimate"] <= last.loc["ppo", "hi"]
+    np.testing.assert_allclose(last.loc["ppo", "estimate"],
+                               stats.trim_mean([10, 20, 30, 40, 50, 60, 70, 80], 0.25))
+
+
+def test_wandb_mirror_logs_every_row(tmp_path, monkeypatch):
+    logged = []
+
+    class Run:
+        def __init__(self, **kw):
+            self.kw = kw
+
+        def log(self, data, step):
+            logged.append((self.kw["name"], step, data))
+
+        def finish(self):
+            logged.append((self.kw["name"], "finished", None))
+
+    monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=lambda **kw: Run(**kw)))
+    from pgjax.loggers import WandbSink
+
+    d = tmp_path / "seed0"
+    d.mkdir()
+    sink = WandbSink([d], "proj", {"algo": "ppo"}, "group")
+    sink.write(0, [{"iteration": 1, "env_steps": 64, "eval_return": "", "kl_max": 0.01,
+                    "train_return": float("nan")}])
+    sink.close()
+    assert logged == [("seed0", 64, {"kl_max": 0.01}), ("seed0", "finished", None)]
