@@ -29,6 +29,7 @@ def main():
     p.add_argument("--eval-envs", type=int, default=16)
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args()
+    start = time.time()
     env = envs.get_environment(a.env, backend=a.backend)
     # one minibatch = batch_size trajectories of `unroll` steps; batch_size * minibatches
     # trajectories per update = one unroll of every env, as in pgjax
@@ -38,7 +39,7 @@ def main():
     net = functools.partial(ppo_networks.make_ppo_networks,
                             policy_hidden_layer_sizes=tuple(a.hidden),
                             value_hidden_layer_sizes=tuple(a.hidden), activation=nn.tanh)
-    points, t0 = [], time.time()
+    points, t0 = [], time.time()  # t0 - start: building the env and networks
 
     def progress(step, metrics):
         points.append({"env_steps": int(step), "time_s": time.time() - t0,
@@ -55,6 +56,7 @@ def main():
               num_evals=a.num_evals, num_eval_envs=a.eval_envs, deterministic_eval=True,
               progress_fn=progress)
     print(json.dumps({"side": "brax", "env": a.env, "jax": jax.__version__, "points": points,
+                      "t0_after_imports_s": t0 - start,
                       "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 

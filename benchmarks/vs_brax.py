@@ -70,6 +70,7 @@ def pgjax_side(a) -> dict:
     from pgjax.algos import PPOConfig
     from pgjax.train import VmappedRuns, run_keys, stack_hparams
 
+    t_start = time.time()
     epochs = a.num_evals - 1
     iters = max(1, a.steps // (epochs * a.num_envs * a.unroll))
     cfg = TrainConfig(env=f"brax:{a.env}", backend=a.backend, num_envs=a.num_envs,
@@ -86,6 +87,7 @@ def pgjax_side(a) -> dict:
     state = jax.block_until_ready(fns.init(keys, hps))
     ev = jax.device_get(fns.evaluate(state, fold(ekeys, 0)))
     points = [{"env_steps": 0, "eval_return": float(ev["eval_return"].mean())}]
+    t_first = time.time()
     epoch_times = []
     for c in range(cfg.num_chunks):
         t = time.time()
@@ -100,7 +102,10 @@ def pgjax_side(a) -> dict:
     steady = steps_epoch / min(epoch_times[1:]) if len(epoch_times) > 1 else float("nan")
     out = {"side": "pgjax", "env": a.env, "seeds": len(runs), "points": points,
            "steady_sps": steady, "compile_s": epoch_times[0] - steps_epoch / steady,
-           "init_s": None, "total_s": time.time() - t0, "jax": jax.__version__,
+           # from building the trainer to the end of the first training epoch, less one
+           # steady-state epoch: env construction and every compile (init, eval, chunk)
+           "startup_s": t_first + epoch_times[0] - t_start - steps_epoch / steady,
+           "total_s": time.time() - t0, "jax": jax.__version__,
            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     dev = jax.devices()[0]
     if dev.platform != "cpu":
@@ -120,7 +125,11 @@ def brax_summary(res: dict, steps_epoch: int) -> dict:
     sps = [p["sps"] for p in pts[1:]]
     steady = max(sps[1:]) if len(sps) > 1 else float("nan")
     first = pts[1]["training_walltime"]
-    return {"steady_sps": steady, "compile_s": first - steps_epoch / steady,
+    # startup, as for pgjax: from building the env to the end of the first training epoch
+    # (the initial evaluation's progress call plus the epoch's own time), less one steady
+    # epoch
+    startup = res["t0_after_imports_s"] + pts[0]["time_s"] + first - steps_epoch / steady
+    return {"steady_sps": steady, "compile_s": first - steps_epoch / steady, "startup_s": startup,
             "points": [{"env_steps": p["env_steps"], "eval_return": p["eval_return"]} for p in pts]}
 
 
@@ -181,7 +190,7 @@ def main():
                                                       "pgjax_over_brax_sps", "pgjax_over_raw")}
                                  | {"pgjax_sps": mine["steady_sps"],
                                     "brax_sps": row["brax"]["steady_sps"],
-                                    "pgjax_compile_s": mine["compile_s"],
+                                    "pgjax_compile_s": mine["compile_s"], "pgjax_startup_s": mine["startup_s"], "brax_startup_s": row["brax"]["startup_s"],
                                     "brax_compile_s": row["brax"]["compile_s"],
                                     "pgjax_final": mine["points"][-1]["eval_return"],
                                     "brax_final": row["brax"]["points"][-1]["eval_return"]}),

@@ -7,13 +7,62 @@ every grid point runs with every seed, all vmapped together.
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import importlib.util
 import itertools
-from typing import Optional
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import tyro
 
 from pgjax.algos import ALGORITHMS, FixPOConfig, PPOConfig, SPOConfig, TRPOConfig
 from pgjax.envs.core import ConfigError
 
 TRAIN_TRACED = ("gamma", "gae_lambda")
+BUILTIN = ("ppo", "trpo", "spo", "fixpo")
+
+
+def load_plugins(plugins) -> None:
+    """Import each plugin (a dotted module name or a path to a .py file) once; plugins
+    register update rules with ``pgjax.algos.register``."""
+    for plugin in plugins:
+        key = f"pgjax_plugin:{Path(plugin).resolve()}" if plugin.endswith(".py") else plugin
+        if key in sys.modules:
+            continue
+        try:
+            if plugin.endswith(".py"):
+                spec = importlib.util.spec_from_file_location(Path(plugin).stem, plugin)
+                if spec is None or not Path(plugin).exists():
+                    raise ImportError(f"no file {plugin}")
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[key] = module
+                spec.loader.exec_module(module)
+            else:
+                sys.modules[key] = importlib.import_module(plugin)
+        except ImportError as e:
+            sys.modules.pop(key, None)
+            raise ConfigError(f"cannot import plugin '{plugin}' ({e}); pass an importable "
+                              f"module name or the path of a .py file to --plugins") from None
+
+
+def _parse_option(cls, item: str):
+    name, sep, value = item.partition("=")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    if not sep or name.replace("-", "_") not in fields:
+        raise ConfigError(f"bad --algo-options entry '{item}'; write name=value with name one "
+                          f"of {', '.join(fields)}")
+    name = name.replace("-", "_")
+    default = getattr(cls(), name)
+    try:
+        if isinstance(default, bool):
+            if value.lower() not in ("true", "false", "1", "0"):
+                raise ValueError(value)
+            return name, value.lower() in ("true", "1")
+        return name, type(default)(value)
+    except ValueError:
+        raise ConfigError(f"bad value in --algo-options '{item}'; {name} takes a "
+                          f"{type(default).__name__}") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +136,15 @@ class TrainConfig:
     """Also log every metrics row to Weights & Biases (pip install 'pgjax[wandb]')."""
     wandb_project: str = "pgjax"
     """W&B project for --wandb."""
+    plugins: tuple[str, ...] = ()
+    """Python modules or .py files imported first; they may register new update rules
+    (pgjax.algos.register), usable with --algo."""
+    algo_options: tuple[str, ...] = ()
+    """Settings of a registered (plugin) update rule as name=value, e.g. --algo-options
+    lr=1e-3 beta=0.5; built-in rules use their own --<rule>.* options."""
+    custom: Annotated[Optional[object], tyro.conf.Suppress] = None
+    """(Python API) the config instance of a registered update rule; --algo-options apply
+    on top."""
     ppo: PPOConfig = PPOConfig()
     """PPO settings."""
     trpo: TRPOConfig = TRPOConfig()
@@ -98,7 +156,20 @@ class TrainConfig:
 
     @property
     def algo_config(self):
-        return getattr(self, self.algo)
+        """The selected update rule's config: the built-in group (--ppo.* ...) or, for a
+        registered rule, ``custom`` (or its defaults) with ``algo_options`` applied."""
+        load_plugins(self.plugins)
+        if self.algo in BUILTIN:
+            return getattr(self, self.algo)
+        if self.algo not in ALGORITHMS:
+            raise ConfigError(f"unknown algorithm '{self.algo}'; use --algo with one of "
+                              f"{', '.join(ALGORITHMS)} (or register one from --plugins)")
+        cls = ALGORITHMS[self.algo][0]
+        cfg = self.custom if self.custom is not None else cls()
+        if not isinstance(cfg, cls):
+            raise ConfigError(f"custom config for '{self.algo}' must be a {cls.__name__}, "
+                              f"got {type(cfg).__name__}")
+        return dataclasses.replace(cfg, **dict(_parse_option(cls, o) for o in self.algo_options))
 
     @property
     def batch_size(self) -> int:
@@ -146,9 +217,10 @@ class TrainConfig:
 
     def validate(self) -> None:
         """Check everything that can be checked before building or compiling anything."""
-        if self.algo not in ALGORITHMS or not hasattr(self, self.algo):
-            raise ConfigError(f"unknown algorithm '{self.algo}'; use --algo with one of "
-                              f"{', '.join(ALGORITHMS)}")
+        self.algo_config  # imports plugins; unknown algorithm -> ConfigError
+        if self.algo in BUILTIN and self.algo_options:
+            raise ConfigError(f"--algo-options is for registered (plugin) rules; set "
+                              f"{self.algo}'s options with --{self.algo}.<name>")
         if self.checkpoint_every < 0:
             raise ConfigError("checkpoint_every must be >= 0; pass --checkpoint-every 0 to "
                               "disable checkpoints")
@@ -176,8 +248,12 @@ class TrainConfig:
             self, name=f"{self.algo}_{self.env.replace(':', '-')}_{time.strftime('%Y%m%d-%H%M%S')}")
 
     def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        return {k: v for k, v in d.items() if k == self.algo or k not in ALGORITHMS}
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "custom"}
+        d = {k: (dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v)
+             for k, v in d.items() if k == self.algo or k not in BUILTIN}
+        if self.algo not in BUILTIN:
+            d[self.algo] = dataclasses.asdict(self.algo_config)
+        return d
 
 
 def _check_hparam(name: str, v: float) -> None:

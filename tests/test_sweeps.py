@@ -46,8 +46,9 @@ def run_files(root: Path) -> dict:
                         for g, e in st["groups"].items()}
         elif p.name == "config.json":
             c = json.loads(p.read_text())
-            if "config" in c:  # the output folder differs between the compared trees
+            if "config" in c:  # where the records live differs between the compared trees
                 c["config"].pop("out")
+                c["config"].pop("name")
             out[rel] = c
         else:
             out[rel] = p.read_bytes()

@@ -9,8 +9,26 @@ ALGORITHMS = {"ppo": (PPOConfig, make_ppo), "trpo": (TRPOConfig, make_trpo),
               "spo": (SPOConfig, make_spo), "fixpo": (FixPOConfig, make_fixpo)}
 
 
-def register(name: str, config_cls, factory) -> None:
-    """Make a new update rule available to the trainer and CLI machinery under ``name``."""
+def register(name: str, config_cls, factory, *, replace: bool = False) -> None:
+    """Make a new update rule available to the trainer, sweeps and CLI under ``name``.
+
+    ``config_cls``: a frozen dataclass subclassing ``AlgoConfig``. Fields named in its
+    ``TRACED`` become traced hyperparameters (vmappable: ``--grid <name>.<field>=a,b``);
+    ``COUNTS`` / ``BATCH_DIVISORS`` are checked before compiling; a metric named in
+    ``ERRORS`` that an update reports > 0 stops that run with the message.
+    ``factory(config, policy) -> Algorithm(name, config, init, update)``: see ``Algorithm``.
+    From the command line: ``pgjax train --plugins my_rule.py --algo <name> --algo-options
+    field=value``.
+    """
+    import dataclasses
+
+    if not (isinstance(config_cls, type) and issubclass(config_cls, AlgoConfig)
+            and dataclasses.is_dataclass(config_cls)):
+        raise TypeError(f"config_cls for '{name}' must be a dataclass subclassing AlgoConfig")
+    if not callable(factory):
+        raise TypeError(f"factory for '{name}' must be callable: factory(config, policy)")
+    if name in ("ppo", "trpo", "spo", "fixpo") and not replace:
+        raise ValueError(f"'{name}' is a built-in update rule; pick another name")
     ALGORITHMS[name] = (config_cls, factory)
 
 
