@@ -236,33 +236,39 @@ def test_nonfinite_run_is_recorded_and_others_carry_on(tmp_path):
 
 # -- devices ----------------------------------------------------------------------------------
 SHARD_SCRIPT = """
-import dataclasses, sys, jax
-from pgjax import TrainConfig, run
-from pgjax.algos import PPOConfig
+import sys, jax
+from pgjax.sweep import Sweep
 assert len(jax.devices()) == 4, jax.devices()
-cfg = TrainConfig(env="jax:cartpole", num_envs=8, rollout_len=16, eval_every=2, eval_envs=4,
-                  episode_length=100, steps=8 * 16 * 2 * 2, quiet=True, seeds=3,
-                  grid=("ppo.lr=1e-4,3e-4",), out=sys.argv[1], name=sys.argv[2],
-                  shard=sys.argv[3] == "1", ppo=PPOConfig(epochs=2, minibatches=4))
-run(cfg)
+spec = {"name": sys.argv[2], "out": sys.argv[1], "algos": ["ppo", "trpo"],
+        "envs": ["jax:cartpole"], "seeds": 3,
+        "config": {"steps": 8 * 16 * 2 * 2, "num_envs": 8, "rollout_len": 16, "eval_every": 2,
+                   "eval_envs": 4, "episode_length": 100, "quiet": True,
+                   "shard": sys.argv[3] == "1", "ppo.epochs": 2, "ppo.minibatches": 4,
+                   "trpo.vf_minibatches": 4},
+        "grid": {"ppo.lr": [1e-4, 3e-4]}}
+Sweep.from_dict(spec).run(log=lambda *a: None)
+from pgjax.train import Placement
+p = Placement(6, spec["config"]["shard"])
+assert (p.num_devices, p.padded) == ((4, 8) if spec["config"]["shard"] else (1, 6))
 """
 
 
 @pytest.mark.slow
-def test_sharded_over_four_devices_equals_unsharded(tmp_path):
+def test_sweep_sharded_over_four_devices_equals_unsharded(tmp_path):
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
            "JAX_PLATFORMS": "cpu"}
     for name, shard in (("sharded", "1"), ("single", "0")):
         subprocess.run([sys.executable, "-c", SHARD_SCRIPT, str(tmp_path), name, shard],
                        check=True, env=env)
-    a, b = tmp_path / "sharded" / "runs", tmp_path / "single" / "runs"
-    runs = sorted(p.name for p in a.iterdir())
-    assert len(runs) == 6 and runs == sorted(p.name for p in b.iterdir())  # 6 runs padded to 8
-    for r in runs:
-        ma = pd.read_csv(a / r / "metrics.csv").drop(columns="wall_time_s")
-        mb = pd.read_csv(b / r / "metrics.csv").drop(columns="wall_time_s")
-        np.testing.assert_allclose(ma.to_numpy(float), mb.to_numpy(float), rtol=1e-4, atol=1e-5,
-                                   equal_nan=True)
+    for group, n in (("ppo_jax-cartpole", 6), ("trpo_jax-cartpole", 3)):  # padded to 8 and 4
+        a, b = tmp_path / "sharded" / group / "runs", tmp_path / "single" / group / "runs"
+        runs = sorted(p.name for p in a.iterdir())
+        assert len(runs) == n and runs == sorted(p.name for p in b.iterdir())
+        for r in runs:
+            ma = pd.read_csv(a / r / "metrics.csv").drop(columns="wall_time_s")
+            mb = pd.read_csv(b / r / "metrics.csv").drop(columns="wall_time_s")
+            np.testing.assert_allclose(ma.to_numpy(float), mb.to_numpy(float), rtol=1e-4,
+                                       atol=1e-5, equal_nan=True)
 
 
 # -- dashboards -------------------------------------------------------------------------------
