@@ -88,7 +88,7 @@ def _interrupting(monkeypatch, after_chunks: int):
     monkeypatch.setattr(train_mod, "VmappedRuns", Crashing)
 
 
-@pytest.mark.parametrize("algo", ["ppo", "fixpo"])
+@pytest.mark.parametrize("algo", ["ppo", pytest.param("fixpo", marks=pytest.mark.slow)])
 def test_resumed_run_matches_uninterrupted_run(algo, tmp_path, monkeypatch):
     cfg = dataclasses.replace(SMALL, algo=algo, seeds=2, out=str(tmp_path))
     full = run(dataclasses.replace(cfg, name="full"))
@@ -215,8 +215,8 @@ def test_sigkilled_sweep_resumes_to_identical_records(tmp_path):
 # -- failures ---------------------------------------------------------------------------------
 def test_nonfinite_run_is_recorded_and_others_carry_on(tmp_path):
     # lr = 1e3 blows the Gaussian log-std up within the first update: exp(log_std) overflows.
-    cfg = TrainConfig(env="brax:inverted_pendulum", num_envs=8, rollout_len=16, eval_every=2,
-                      eval_envs=2, episode_length=50, steps=8 * 16 * 2 * 2, quiet=True,
+    cfg = TrainConfig(env="gym:Pendulum-v1", num_envs=4, rollout_len=32, eval_every=2,
+                      eval_envs=1, episode_length=50, steps=4 * 32 * 2 * 2, quiet=True,
                       out=str(tmp_path), name="nan", grid=("ppo.lr=3e-4,1e3",),
                       ppo=PPOConfig(minibatches=4, epochs=2, max_grad_norm=1e9))
     records = run(cfg, strict=False)
