@@ -6,7 +6,8 @@
         runs/<run_id>/metrics.csv   one row per iteration (eval columns filled after each chunk)
         runs/<run_id>/params.msgpack  latest parameters and normaliser statistics
         runs/<run_id>/status.json   only if the run failed: the update and the error
-        checkpoint/              latest training state (orbax), for --resume
+        checkpoint/              latest training state (orbax), for --resume; removed once
+                                 the run has finished
         summary.csv, curve.png   written when training finishes
         status.json              written last: {"status": "finished", ...}
 

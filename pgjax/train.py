@@ -436,6 +436,8 @@ def run(cfg: TrainConfig, log=None, trainer: Trainer | None = None, strict: bool
         fns.close()
     if writer:
         records.finish()
+        # a finished run is never resumed; its parameters are in params.msgpack
+        shutil.rmtree(root / "checkpoint", ignore_errors=True)
     if strict and failed:
         first = failed[min(failed)]
         more = f" ({len(failed) - 1} more failed runs, see status.json)" if len(failed) > 1 else ""
