@@ -1,0 +1,57 @@
+"""Where pgjax's compile time goes: each jitted entry point of a training run (init,
+evaluate, training chunk) lowered and compiled separately, and the chunk again with parts
+stubbed out (the per-rollout reset-pool refresh; the update rule), on one environment.
+
+    python benchmarks/compile_profile.py --env brax:hopper
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import jax
+
+from pgjax import TrainConfig, Trainer
+from pgjax.algos import PPOConfig
+
+
+def timed_compile(fn, *args):
+    t = time.perf_counter()
+    lowered = jax.jit(fn).lower(*args)
+    t_lower = time.perf_counter() - t
+    t = time.perf_counter()
+    lowered.compile()
+    return t_lower, time.perf_counter() - t
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--env", default="brax:hopper")
+    p.add_argument("--backend", default="generalized")
+    p.add_argument("--num-envs", type=int, default=64)
+    a = p.parse_args()
+    cfg = TrainConfig(env=a.env, backend=a.backend, num_envs=a.num_envs, rollout_len=32,
+                      eval_every=4, quiet=True, ppo=PPOConfig(anneal_lr=False))
+    hp = cfg.base_hparams()
+    key = jax.random.PRNGKey(0)
+    trainer = Trainer(cfg)
+    state = jax.jit(trainer.init)(key, hp)
+    rows = {}
+    rows["init"] = timed_compile(trainer.init, key, hp)
+    rows["evaluate"] = timed_compile(trainer.evaluate, state, key)
+    rows["chunk"] = timed_compile(trainer.chunk, state, hp)
+    no_refresh = Trainer(cfg)
+    no_refresh.env.refresh = lambda s: s
+    rows["chunk without reset-pool refresh"] = timed_compile(no_refresh.chunk, state, hp)
+    no_update = Trainer(cfg)
+    no_update.algo = no_update.algo._replace(
+        update=lambda p, s, b, k, h, prog: (p, s, {"x": b.advantage.sum()}))
+    rows["chunk without the update rule"] = timed_compile(no_update.chunk, state, hp)
+    for name, (lower, comp) in rows.items():
+        print(json.dumps({"part": name, "trace_lower_s": round(lower, 2),
+                          "compile_s": round(comp, 2)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
