@@ -38,6 +38,12 @@ class HostRuns:
         self._mode = jax.jit(jax.vmap(trainer.mode_action))
         self.obs = None  # [R, N, *obs] numpy observation to act on next
 
+    @staticmethod
+    def _acting(state):
+        """The part of the train state acting needs (parameters and statistics): what crosses
+        into the per-step jitted call."""
+        return state.replace(algo_state=None, rollout=None)
+
     def _shape(self, x):
         return x.reshape((self.runs, -1) + x.shape[1:])
 
@@ -71,7 +77,7 @@ class HostRuns:
             final_obs=np.empty((T, R, N) + obs_shape, np.float32),
             episode_return=np.empty((T, R, N), np.float32),
             episode_length=np.empty((T, R, N), np.int32))
-        act_state = state.replace(algo_state=None, rollout=None)  # only params and stats
+        act_state = self._acting(state)
         for t in range(T):
             buf.obs[t] = self.obs
             action = np.asarray(self._act(act_state, self.obs, key, t))
@@ -106,7 +112,7 @@ class HostRuns:
         ret = np.zeros(self.runs * E)
         length = np.zeros(self.runs * E, np.int64)
         alive = np.ones(self.runs * E, bool)
-        act_state = state.replace(algo_state=None, rollout=None)
+        act_state = self._acting(state)
         for _ in range(self.trainer.eval_env.spec.max_episode_steps):
             action = np.asarray(self._mode(act_state, obs.reshape((self.runs, E) + obs.shape[1:])))
             obs, reward, term, trunc, *_ = self.eval_venv.step(
