@@ -70,7 +70,9 @@ class TrainConfig:
     """Train one update rule on one environment, several seeds and hyperparameters at once."""
 
     algo: str = "ppo"
-    """Update rule: ppo, trpo, spo (Simple Policy Optimization, ICML 2025) or fixpo."""
+    """Update rule: ppo, trpo, spo (Simple Policy Optimization, ICML 2025) or fixpo; for
+    multi-agent training also happo, hatrpo, haspo, hafixpo (sequential updates), mappo
+    (simultaneous) and ippo (independent critics)."""
     env: str = "brax:inverted_pendulum"
     """Environment id, <family>:<name>: brax:<any brax.envs name>, gym:<any registered
     Gymnasium id, e.g. gym:Hopper-v5> or jax:cartpole."""
@@ -95,6 +97,15 @@ class TrainConfig:
     """Discount factor (traced)."""
     gae_lambda: float = 0.95
     """GAE lambda (traced)."""
+    agent_update: Optional[str] = None
+    """Multi-agent scheme for a plain rule: sequential (heterogeneous-agent, HAPPO-style),
+    simultaneous (MAPPO-style) or independent (IPPO-style). None: sequential on multi-agent
+    envs, single-agent training otherwise. The aliases happo ... ippo set it."""
+    agent_order: str = "random"
+    """Order of sequential agent updates: random (a new permutation every update), fixed
+    or reverse."""
+    share_actor: bool = False
+    """Multi-agent: one actor shared by all agents (agent id appended to its input)."""
     policy: str = "auto"
     """Policy kind: auto (Gaussian for Box, categorical for Discrete), gaussian, categorical."""
     actor_hidden: tuple[int, ...] = (64, 64)
@@ -155,19 +166,42 @@ class TrainConfig:
     """FixPO settings."""
 
     @property
+    def rule(self) -> str:
+        """The update rule's name (``ppo`` for ``--algo happo``): the prefix of its
+        ``--<rule>.*`` options and traced hyperparameters."""
+        from pgjax.multiagent import ALIASES
+
+        return ALIASES[self.algo][0] if self.algo in ALIASES else self.algo
+
+    @property
+    def scheme(self) -> Optional[str]:
+        """The multi-agent scheme, or None for single-agent training."""
+        from pgjax.multiagent import ALIASES
+
+        if self.algo in ALIASES:
+            return ALIASES[self.algo][1]
+        if self.agent_update is not None:
+            return self.agent_update
+        return "sequential" if self.env.split(":")[0] in ("mabrax", "matrix") else None
+
+    @property
     def algo_config(self):
         """The selected update rule's config: the built-in group (--ppo.* ...) or, for a
         registered rule, ``custom`` (or its defaults) with ``algo_options`` applied."""
         load_plugins(self.plugins)
-        if self.algo in BUILTIN:
-            return getattr(self, self.algo)
-        if self.algo not in ALGORITHMS:
+        rule = self.rule
+        if rule in BUILTIN:
+            return getattr(self, rule)
+        if rule not in ALGORITHMS:
+            from pgjax.multiagent import ALIASES
+
             raise ConfigError(f"unknown algorithm '{self.algo}'; use --algo with one of "
-                              f"{', '.join(ALGORITHMS)} (or register one from --plugins)")
-        cls = ALGORITHMS[self.algo][0]
+                              f"{', '.join([*ALGORITHMS, *ALIASES])} (or register one from "
+                              f"--plugins)")
+        cls = ALGORITHMS[rule][0]
         cfg = self.custom if self.custom is not None else cls()
         if not isinstance(cfg, cls):
-            raise ConfigError(f"custom config for '{self.algo}' must be a {cls.__name__}, "
+            raise ConfigError(f"custom config for '{rule}' must be a {cls.__name__}, "
                               f"got {type(cfg).__name__}")
         return dataclasses.replace(cfg, **dict(_parse_option(cls, o) for o in self.algo_options))
 
@@ -190,7 +224,7 @@ class TrainConfig:
 
     def base_hparams(self) -> dict[str, float]:
         hp = {k: float(getattr(self, k)) for k in TRAIN_TRACED}
-        hp.update({f"{self.algo}.{k}": v for k, v in self.algo_config.traced().items()})
+        hp.update({f"{self.rule}.{k}": v for k, v in self.algo_config.traced().items()})
         return hp
 
     def parse_grid(self) -> dict[str, list[float]]:
@@ -218,9 +252,10 @@ class TrainConfig:
     def validate(self) -> None:
         """Check everything that can be checked before building or compiling anything."""
         self.algo_config  # imports plugins; unknown algorithm -> ConfigError
-        if self.algo in BUILTIN and self.algo_options:
+        if self.rule in BUILTIN and self.algo_options:
             raise ConfigError(f"--algo-options is for registered (plugin) rules; set "
-                              f"{self.algo}'s options with --{self.algo}.<name>")
+                              f"{self.rule}'s options with --{self.rule}.<name>")
+        self._validate_agents()
         if self.checkpoint_every < 0:
             raise ConfigError("checkpoint_every must be >= 0; pass --checkpoint-every 0 to "
                               "disable checkpoints")
@@ -236,7 +271,7 @@ class TrainConfig:
         for seed, hp in self.runs():
             for key, v in hp.items():
                 _check_hparam(key.split(".")[-1], v)
-        self.algo_config.validate(self.batch_size, self.algo)
+        self.algo_config.validate(self.batch_size, self.rule)
 
     def with_name(self) -> "TrainConfig":
         """This config with a run-directory name (the default: <algo>_<env>_<timestamp>)."""
@@ -250,10 +285,32 @@ class TrainConfig:
     def to_dict(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "custom"}
         d = {k: (dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v)
-             for k, v in d.items() if k == self.algo or k not in BUILTIN}
-        if self.algo not in BUILTIN:
-            d[self.algo] = dataclasses.asdict(self.algo_config)
+             for k, v in d.items() if k == self.rule or k not in BUILTIN}
+        if self.rule not in BUILTIN:
+            d[self.rule] = dataclasses.asdict(self.algo_config)
         return d
+
+    def _validate_agents(self) -> None:
+        from pgjax.multiagent import ALIASES, ORDERS, SCHEMES
+
+        family = self.env.split(":")[0]
+        if self.agent_update is not None and self.agent_update not in SCHEMES:
+            raise ConfigError(f"unknown agent update '{self.agent_update}'; pass --agent-update "
+                              f"with one of {', '.join(SCHEMES)}")
+        if self.algo in ALIASES and self.agent_update not in (None, ALIASES[self.algo][1]):
+            raise ConfigError(f"--algo {self.algo} means --agent-update {ALIASES[self.algo][1]}; "
+                              f"drop --agent-update or use --algo {self.rule}")
+        if self.agent_order not in ORDERS:
+            raise ConfigError(f"unknown agent order '{self.agent_order}'; pass --agent-order with "
+                              f"one of {', '.join(ORDERS)}")
+        if self.scheme is None and family in ("mabrax", "matrix"):
+            raise ConfigError(f"{self.env} is a multi-agent environment; pick --agent-update")
+        if self.scheme is not None and family == "gym":
+            raise ConfigError("multi-agent training runs on JAX environments (mabrax:, matrix:, "
+                              "brax:, jax:); Gymnasium envs are single-agent")
+        if self.share_actor and self.scheme == "independent":
+            raise ConfigError("--share-actor needs a centralised critic; use --agent-update "
+                              "sequential or simultaneous")
 
 
 def _check_hparam(name: str, v: float) -> None:

@@ -69,7 +69,7 @@ def _apply(cfg: TrainConfig, options: dict, where: str) -> TrainConfig:
             if head not in ("ppo", "trpo", "spo", "fixpo") or not hasattr(getattr(cfg, head), tail):
                 raise ConfigError(f"unknown option '{key}' in {where}; use <rule>.<field> with "
                                   f"a field of that rule's config (see pgjax train --help)")
-            if head == cfg.algo:
+            if head == cfg.rule:
                 nested.setdefault(head, {})[tail] = value
         elif key not in fields:
             raise ConfigError(f"unknown option '{key}' in {where}; use a `pgjax train` option "
@@ -144,7 +144,7 @@ class Sweep:
             entries = []
             for k, vals in grid.items():
                 head, dot, _ = k.partition(".")
-                if dot and head != algo:
+                if dot and head != cfg.rule:
                     continue
                 entries.append(f"{k}=" + ",".join(repr(float(v)) for v in vals))
             cfg = dataclasses.replace(cfg, grid=tuple(entries), out=str(root), name=name,

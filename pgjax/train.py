@@ -59,16 +59,20 @@ class Trainer:
         self.eval_env = make_env(cfg.env, cfg.eval_envs, cfg.episode_length, cfg.backend,
                                  cfg.vectorization)
         self.host = getattr(self.env, "host", False)  # stepped on the host (Gymnasium)
-        spec = self.env.spec
+        self._build()
+        self.trace_counts = {"init": 0, "chunk": 0, "evaluate": 0, "learn": 0}
+
+    def _build(self):
+        """Set ``self.policy`` and ``self.algo``."""
+        cfg, spec = self.cfg, self.env.spec
         self.policy = make_actor_critic(spec.action, cfg.policy, cfg.actor_hidden,
                                         cfg.critic_hidden, cfg.activation, cfg.init_log_std)
-        _, factory = ALGORITHMS[cfg.algo]
+        _, factory = ALGORITHMS[cfg.rule]
         self.algo = factory(cfg.algo_config, self.policy)
-        self.trace_counts = {"init": 0, "chunk": 0, "evaluate": 0, "learn": 0}
 
     # -- hyperparameters -------------------------------------------------------------------
     def _algo_hp(self, hp):
-        prefix = self.cfg.algo + "."
+        prefix = self.cfg.rule + "."
         return {k[len(prefix):]: v for k, v in hp.items() if k.startswith(prefix)}
 
     def _stats(self, state):
@@ -201,6 +205,17 @@ class Trainer:
         state = self.init(key, hp)
         return jax.lax.scan(lambda s, _: self.iteration(s, hp), state, None,
                             length=self.cfg.num_iterations)
+
+
+def make_trainer(cfg: TrainConfig) -> Trainer:
+    """The trainer for ``cfg``: ``Trainer``, or ``pgjax.multiagent.MultiAgentTrainer`` when
+    ``cfg`` trains several agents (a multi-agent env or scheme)."""
+    cfg.validate()
+    if cfg.scheme is not None:
+        from pgjax.multiagent import MultiAgentTrainer
+
+        return MultiAgentTrainer(cfg)
+    return Trainer(cfg)
 
 
 def stack_hparams(runs) -> dict[str, jax.Array]:
@@ -344,7 +359,7 @@ def run(cfg: TrainConfig, log=None, trainer: Trainer | None = None, strict: bool
     cfg = cfg.with_name()
     if cfg.distributed and not jax.distributed.is_initialized():
         jax.distributed.initialize()
-    trainer = trainer or Trainer(cfg)
+    trainer = trainer or make_trainer(cfg)
     runs = cfg.runs()
     root = Path(cfg.out) / cfg.name
     say = (lambda *a: None) if cfg.quiet else (log or (lambda *a: print(*a, flush=True)))

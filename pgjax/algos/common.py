@@ -18,6 +18,10 @@ class Batch:
     obs [B, *obs] (normalised as seen when acting), action [B, ...] (unclipped sample),
     log_prob [B] and dist (pytree, [B, ...]) of the behaviour policy, value [B] = V_old(s),
     advantage [B] (GAE, not normalised), ret [B] value target.
+
+    weight [B] or None: a per-sample factor every update rule multiplies its (normalised)
+    advantage by. None in single-agent training; the sequential multi-agent combinator
+    (``pgjax.multiagent``) passes the compounded ratio of the agents updated before.
     """
 
     obs: jax.Array
@@ -27,6 +31,7 @@ class Batch:
     value: jax.Array
     advantage: jax.Array
     ret: jax.Array
+    weight: Any = None
 
     @property
     def size(self) -> int:
@@ -119,6 +124,11 @@ def value_loss(v, v_old, ret, clip_eps=None):
 
 def normalize_advantage(adv):
     return (adv - adv.mean()) / (adv.std() + 1e-8)
+
+
+def weighted(adv, batch):
+    """The advantage an update rule optimises: ``adv`` times ``batch.weight`` when given."""
+    return adv if batch.weight is None else adv * batch.weight
 
 
 def trust_region_stats(policy, actor_params, batch: Batch) -> dict[str, jax.Array]:

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from pgjax.algos.common import (AlgoConfig, Algorithm, adam, normalize_advantage, sgd_step,
+from pgjax.algos.common import (AlgoConfig, Algorithm, adam, normalize_advantage, sgd_step, weighted,
                                 shuffled_minibatches, trust_region_stats, value_loss)
 
 
@@ -87,7 +87,7 @@ def make_fixpo(cfg: FixPOConfig, policy) -> Algorithm:
     def primary_loss(params, mb, beta, hp):
         d, kl = kl_terms(params["actor"], mb)
         ratio = jnp.exp(dist.log_prob(d, mb.action) - mb.log_prob)
-        adv = normalize_advantage(mb.advantage) if cfg.norm_adv else mb.advantage
+        adv = weighted(normalize_advantage(mb.advantage) if cfg.norm_adv else mb.advantage, mb)
         pg_loss = -(ratio * adv).mean()
         v_loss = value_loss(policy.value(params["critic"], mb.obs), mb.value, mb.ret)
         entropy = dist.entropy(d).mean()

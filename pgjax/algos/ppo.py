@@ -13,7 +13,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from pgjax.algos.common import (AlgoConfig, Algorithm, adam, normalize_advantage,
+from pgjax.algos.common import (AlgoConfig, Algorithm, adam, normalize_advantage, weighted,
                                 sgd_step, shuffled_minibatches, trust_region_stats, value_loss)
 
 
@@ -70,6 +70,7 @@ def make_loss(cfg, policy, surrogate: Callable) -> Callable:
         log_ratio = dist.log_prob(d, mb.action) - mb.log_prob
         ratio = jnp.exp(log_ratio)
         adv = normalize_advantage(mb.advantage) if cfg.norm_adv else mb.advantage
+        adv = weighted(adv, mb)
         pg_loss = -surrogate(ratio, adv, hp).mean()
         v = policy.value(params["critic"], mb.obs)
         v_loss = value_loss(v, mb.value, mb.ret, hp["vf_clip_eps"] if cfg.clip_vloss else None)

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from pgjax.algos.common import (AlgoConfig, Algorithm, adam, normalize_advantage, sgd_step,
+from pgjax.algos.common import (AlgoConfig, Algorithm, adam, normalize_advantage, sgd_step, weighted,
                                 shuffled_minibatches, trust_region_stats, value_loss)
 
 
@@ -96,11 +96,12 @@ def make_trpo(cfg: TRPOConfig, policy) -> Algorithm:
     tx = adam(1e-5)
 
     def init(params, hp):
-        return tx.init(params["critic"])
+        return {"critic": tx.init(params["critic"])}
 
     def update(params, opt_state, batch, key, hp, progress):
         flat0, unravel = ravel_pytree(params["actor"])
         adv = normalize_advantage(batch.advantage) if cfg.norm_adv else batch.advantage
+        adv = weighted(adv, batch)
 
         surrogate, mean_kl = policy_objectives(policy, batch, adv, unravel)
         fvp = fisher_vector_product(mean_kl, flat0, hp["damping"])
@@ -131,8 +132,9 @@ def make_trpo(cfg: TRPOConfig, policy) -> Algorithm:
         def vf_epoch(carry, k):
             return jax.lax.scan(vf_step, carry, shuffled_minibatches(k, batch, cfg.vf_minibatches))
 
-        (critic, opt_state), logs = jax.lax.scan(vf_epoch, (params["critic"], opt_state),
-                                                 jax.random.split(key, cfg.vf_epochs))
+        (critic, critic_opt), logs = jax.lax.scan(vf_epoch, (params["critic"], opt_state["critic"]),
+                                                  jax.random.split(key, cfg.vf_epochs))
+        opt_state = {"critic": critic_opt}
         new_params = {"actor": actor, "critic": critic}
         metrics = {"v_loss": logs["v_loss"].mean(), "grad_norm": logs["grad_norm"].mean(),
                    "pg_loss": -surrogate(flat), "ls_steps": j.astype(jnp.float32),

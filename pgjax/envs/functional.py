@@ -50,11 +50,14 @@ class VectorEnv:
     def reset(self, key):
         n = self.spec.num_envs
         k_env, k_next = jax.random.split(key)
-        sim, obs = self._reset(jax.random.split(k_env, n))
+        # the first states and the first reset pool in one simulator call (one compile)
+        both = self._reset(jax.random.split(k_env, 2 * n))
+        sim, obs = jax.tree.map(lambda x: x[:n], both)
+        pool_sim, pool_obs = jax.tree.map(lambda x: x[n:], both)
         state = VectorEnvState(sim=sim, key=jax.random.split(k_next, n),
                                t=jnp.zeros(n, jnp.int32), ep_return=jnp.zeros(n, jnp.float32),
-                               pool_sim=sim, pool_obs=obs)
-        return self.refresh(state), obs
+                               pool_sim=pool_sim, pool_obs=pool_obs)
+        return state, obs
 
     def refresh(self, state: VectorEnvState) -> VectorEnvState:
         """Redraw the reset pool with fresh per-env keys."""
