@@ -107,7 +107,20 @@ class TrainConfig:
     share_actor: bool = False
     """Multi-agent: one actor shared by all agents (agent id appended to its input)."""
     policy: str = "auto"
-    """Policy kind: auto (Gaussian for Box, categorical for Discrete), gaussian, categorical."""
+    """Policy kind: auto (Gaussian for Box, categorical for Discrete), gaussian, categorical;
+    with memory: stateful (S2PG: a sampled internal state, --z-dim), window (the last
+    --window observations)."""
+    z_dim: int = 32
+    """Stateful policy: size of the internal state z."""
+    z_std: float = 0.1
+    """Stateful policy: initial standard deviation of z' (learned)."""
+    stateful_prev_action: bool = False
+    """Stateful policy: also feed the previous action to the actor and critic."""
+    window: int = 8
+    """Window policy: number of most recent observations it sees."""
+    observe: str = "full"
+    """Observation filter for partial observability: full, positions (velocities hidden)
+    or velocities (positions hidden); locomotion tasks only."""
     actor_hidden: tuple[int, ...] = (64, 64)
     """Actor MLP hidden sizes."""
     critic_hidden: tuple[int, ...] = (64, 64)
@@ -116,6 +129,9 @@ class TrainConfig:
     """Hidden activation: tanh, relu, elu, silu."""
     init_log_std: float = 0.0
     """Initial log standard deviation of the Gaussian policy."""
+    policy_head_gain: float = 0.01
+    """Orthogonal-init gain of the policy's output layer: 0.01 starts near the uniform /
+    zero-mean policy; larger values start every seed from a different random policy."""
     normalize_obs: bool = True
     """Running mean/std observation normalisation (statistics kept in the train state)."""
     normalize_reward: bool = True
@@ -266,6 +282,23 @@ class TrainConfig:
         if self.vectorization not in ("sync", "async"):
             raise ConfigError(f"unknown vectorization '{self.vectorization}'; pass "
                               f"--vectorization sync or async")
+        from pgjax.nets import POLICIES
+
+        if self.policy not in POLICIES:
+            raise ConfigError(f"unknown policy '{self.policy}'; use --policy with one of "
+                              f"{', '.join(POLICIES)}")
+        if self.policy in ("stateful", "window") and self.scheme is not None:
+            raise ConfigError(f"--policy {self.policy} is single-agent; multi-agent training "
+                              f"uses per-agent feedforward policies")
+        for name in ("z_dim", "window"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}; pass a "
+                                  f"positive --{name.replace('_', '-')}")
+        if not self.z_std > 0:
+            raise ConfigError(f"z_std must be > 0, got {self.z_std}; pass a positive --z-std")
+        if not self.policy_head_gain > 0:
+            raise ConfigError(f"policy_head_gain must be > 0, got {self.policy_head_gain}; pass "
+                              f"a positive --policy-head-gain")
         if self.episode_length is not None and self.episode_length < 1:
             raise ConfigError("episode_length must be >= 1; pass a positive --episode-length")
         for seed, hp in self.runs():

@@ -74,8 +74,9 @@ class Categorical(NamedTuple):
 
 
 def broadcast_params(d, batch_shape):
-    """Give state-independent entries (the Gaussian log-std) the batch's leading shape, so a
-    distribution pytree can be stored per transition and indexed like the batch."""
-    if "log_std" in d:
-        return {**d, "log_std": jnp.broadcast_to(d["log_std"], batch_shape + d["log_std"].shape[-1:])}
-    return d
+    """Give state-independent entries (a Gaussian's log-std, possibly nested) the batch's
+    leading shape, so a distribution pytree can be stored per transition and indexed like
+    the batch."""
+    lead = len(batch_shape)
+    return jax.tree.map(
+        lambda x: jnp.broadcast_to(x, batch_shape + x.shape[-1:]) if x.ndim <= lead else x, d)

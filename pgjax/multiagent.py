@@ -41,7 +41,7 @@ from pgjax.algos.common import Algorithm, Batch
 from pgjax.distributions import _LOG_2PI, Categorical
 from pgjax.envs.core import ConfigError
 from pgjax.envs.multiagent import Partition, single_agent_partition
-from pgjax.normalize import init_stats, normalize, update_stats
+from pgjax.normalize import init_stats, normalize
 from pgjax.rollout import scale_rewards
 from pgjax.train import Trainer, TrainState
 
@@ -299,16 +299,17 @@ class _JointDistribution(NamedTuple):
 
 
 def make_agent_nets(partition: Partition, actor_hidden, critic_hidden, activation: str,
-                    init_log_std: float):
+                    init_log_std: float, head_gain: float = 0.01):
     """(actor module, critic module, per-agent distribution) for a partition."""
     from pgjax.nets import ACTIVATIONS, CategoricalActor, Critic, GaussianActor
 
     act = ACTIVATIONS[activation]
     if partition.action.kind == "box":
-        actor = GaussianActor(tuple(actor_hidden), partition.action.n, act, init_log_std)
+        actor = GaussianActor(tuple(actor_hidden), partition.action.n, act, init_log_std,
+                              head_gain)
         dist = MaskedGaussian()
     else:
-        actor = CategoricalActor(tuple(actor_hidden), partition.action.n, act)
+        actor = CategoricalActor(tuple(actor_hidden), partition.action.n, act, head_gain)
         dist = Categorical()
     return actor, Critic(tuple(critic_hidden), act), dist
 
@@ -328,7 +329,8 @@ class MultiAgentTrainer(Trainer):
             single_agent_partition(self.env.spec)
         part = self.partition
         actor, critic, dist = make_agent_nets(part, cfg.actor_hidden, cfg.critic_hidden,
-                                              cfg.activation, cfg.init_log_std)
+                                              cfg.activation, cfg.init_log_std,
+                                              cfg.policy_head_gain)
         squeeze = part.action.kind == "discrete" and not hasattr(self.env, "partition")
         self.actor_net, self.critic_net = actor, critic
         self.policy = JointPolicy(actor, part, dist, cfg.share_actor, squeeze)
@@ -376,7 +378,7 @@ class MultiAgentTrainer(Trainer):
         if cfg.normalize_reward:
             ret_stats, ret_acc, reward = scale_rewards(ret_stats, ret_acc, traj.reward, done,
                                                        hp["gamma"])
-        obs_stats = update_stats(state.obs_stats, traj.obs) if cfg.normalize_obs \
+        obs_stats = self.update_obs_stats(state.obs_stats, traj.obs) if cfg.normalize_obs \
             else state.obs_stats
         critic = state.params["critic"]
         if self.central:

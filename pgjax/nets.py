@@ -69,10 +69,11 @@ class GaussianActor(nn.Module):
     action_dim: int
     activation: Callable = nn.tanh
     init_log_std: float = 0.0
+    head_gain: float = 0.01
 
     @nn.compact
     def __call__(self, obs):
-        mean = MLP(self.hidden, self.action_dim, 0.01, self.activation)(obs)
+        mean = MLP(self.hidden, self.action_dim, self.head_gain, self.activation)(obs)
         log_std = self.param("log_std", nn.initializers.constant(self.init_log_std),
                              (self.action_dim,))
         return {"mean": mean, "log_std": log_std}
@@ -82,10 +83,11 @@ class CategoricalActor(nn.Module):
     hidden: Sequence[int]
     num_actions: int
     activation: Callable = nn.tanh
+    head_gain: float = 0.01
 
     @nn.compact
     def __call__(self, obs):
-        return {"logits": MLP(self.hidden, self.num_actions, 0.01, self.activation)(obs)}
+        return {"logits": MLP(self.hidden, self.num_actions, self.head_gain, self.activation)(obs)}
 
 
 class Critic(nn.Module):
@@ -121,18 +123,18 @@ class ActorCritic(NamedTuple):
         return self.critic.apply(critic_params, obs)
 
 
-POLICIES = ("auto", "gaussian", "categorical")
+POLICIES = ("auto", "gaussian", "categorical", "stateful", "window")
 
 
 def make_actor_critic(action: ActionSpace, policy: str = "auto",
                       actor_hidden: Sequence[int] = (64, 64),
                       critic_hidden: Sequence[int] = (64, 64), activation: str = "tanh",
-                      init_log_std: float = 0.0) -> ActorCritic:
+                      init_log_std: float = 0.0, head_gain: float = 0.01) -> ActorCritic:
     """``policy`` is ``auto`` (Gaussian for Box, categorical for Discrete) or an explicit kind,
     checked against the environment's action space."""
     if activation not in ACTIVATIONS:
         raise ConfigError(f"unknown activation '{activation}'; use one of {', '.join(ACTIVATIONS)}")
-    if policy not in POLICIES:
+    if policy not in POLICIES[:3]:
         raise ConfigError(f"unknown policy '{policy}'; use --policy with one of {', '.join(POLICIES)}")
     if policy == "auto":
         policy = "gaussian" if action.kind == "box" else "categorical"
@@ -141,11 +143,13 @@ def make_actor_critic(action: ActionSpace, policy: str = "auto",
         if action.kind != "box":
             raise ConfigError(f"policy 'gaussian' needs a continuous (Box) action space but the "
                               f"environment's is {action.kind}; use --policy categorical or auto")
-        actor, dist = GaussianActor(tuple(actor_hidden), action.n, act, init_log_std), Gaussian()
+        actor = GaussianActor(tuple(actor_hidden), action.n, act, init_log_std, head_gain)
+        dist = Gaussian()
     else:
         if action.kind != "discrete":
             raise ConfigError(f"policy 'categorical' needs a discrete action space but the "
                               f"environment's is {action.kind} ({action.n}-dim); use --policy "
                               f"gaussian or auto")
-        actor, dist = CategoricalActor(tuple(actor_hidden), action.n, act), Categorical()
+        actor = CategoricalActor(tuple(actor_hidden), action.n, act, head_gain)
+        dist = Categorical()
     return ActorCritic(actor, Critic(tuple(critic_hidden), act), dist)

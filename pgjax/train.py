@@ -54,10 +54,15 @@ class Trainer:
     def __init__(self, cfg: TrainConfig):
         cfg.validate()
         self.cfg = cfg
-        self.env = make_env(cfg.env, cfg.num_envs, cfg.episode_length, cfg.backend,
-                            cfg.vectorization)
-        self.eval_env = make_env(cfg.env, cfg.eval_envs, cfg.episode_length, cfg.backend,
-                                 cfg.vectorization)
+        from pgjax.memory import wrap_env
+
+        self.env = wrap_env(make_env(cfg.env, cfg.num_envs, cfg.episode_length, cfg.backend,
+                                     cfg.vectorization, cfg.observe), cfg)
+        self.eval_env = wrap_env(make_env(cfg.env, cfg.eval_envs, cfg.episode_length,
+                                          cfg.backend, cfg.vectorization, cfg.observe), cfg)
+        # observation entries that are never normalised (a stateful policy's internal state)
+        mask = getattr(self.env, "norm_mask", None)
+        self._frozen = None if mask is None else jnp.asarray(~np.asarray(mask))
         self.host = getattr(self.env, "host", False)  # stepped on the host (Gymnasium)
         self._build()
         self.trace_counts = {"init": 0, "chunk": 0, "evaluate": 0, "learn": 0}
@@ -65,8 +70,15 @@ class Trainer:
     def _build(self):
         """Set ``self.policy`` and ``self.algo``."""
         cfg, spec = self.cfg, self.env.spec
-        self.policy = make_actor_critic(spec.action, cfg.policy, cfg.actor_hidden,
-                                        cfg.critic_hidden, cfg.activation, cfg.init_log_std)
+        if cfg.policy == "stateful":
+            from pgjax.memory import make_stateful_policy
+
+            self.policy = make_stateful_policy(self.env, cfg)
+        else:
+            kind = "auto" if cfg.policy == "window" else cfg.policy
+            self.policy = make_actor_critic(spec.action, kind, cfg.actor_hidden,
+                                            cfg.critic_hidden, cfg.activation,
+                                            cfg.init_log_std, cfg.policy_head_gain)
         _, factory = ALGORITHMS[cfg.rule]
         self.algo = factory(cfg.algo_config, self.policy)
 
@@ -93,7 +105,16 @@ class Trainer:
         """Fold the first observations [N, *obs] into the normalisation statistics."""
         if not self.cfg.normalize_obs:
             return state
-        return state.replace(obs_stats=update_stats(state.obs_stats, obs))
+        return state.replace(obs_stats=self.update_obs_stats(state.obs_stats, obs))
+
+    def update_obs_stats(self, stats: RunningStats, obs) -> RunningStats:
+        """Merge observations into the statistics; frozen entries stay at mean 0, var 1
+        (normalisation leaves them unchanged)."""
+        stats = update_stats(stats, obs)
+        if self._frozen is None:
+            return stats
+        return stats.replace(mean=jnp.where(self._frozen, 0.0, stats.mean),
+                             var=jnp.where(self._frozen, 1.0 - 1e-8, stats.var))
 
     def init(self, key, hp) -> TrainState:
         self.trace_counts["init"] += 1
@@ -132,7 +153,7 @@ class Trainer:
         if cfg.normalize_reward:
             ret_stats, ret_acc, reward = scale_rewards(ret_stats, ret_acc, traj.reward, done,
                                                        hp["gamma"])
-        obs_stats = update_stats(state.obs_stats, traj.obs) if cfg.normalize_obs \
+        obs_stats = self.update_obs_stats(state.obs_stats, traj.obs) if cfg.normalize_obs \
             else state.obs_stats
         critic = state.params["critic"]
         values = policy.value(critic, obs)
