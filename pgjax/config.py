@@ -108,14 +108,19 @@ class TrainConfig:
     """Multi-agent: one actor shared by all agents (agent id appended to its input)."""
     policy: str = "auto"
     """Policy kind: auto (Gaussian for Box, categorical for Discrete), gaussian, categorical;
-    with memory: stateful (S2PG: a sampled internal state, --z-dim), window (the last
-    --window observations)."""
+    with memory: stateful (S2PG: a sampled internal state, --z-dim), recurrent (GRU trained
+    with BPTT, --bptt-len) or window (the last --window observations)."""
     z_dim: int = 32
     """Stateful policy: size of the internal state z."""
     z_std: float = 0.1
     """Stateful policy: initial standard deviation of z' (learned)."""
     stateful_prev_action: bool = False
     """Stateful policy: also feed the previous action to the actor and critic."""
+    carry_size: int = 64
+    """Recurrent policy: GRU state size of the actor and of the critic."""
+    bptt_len: int = 0
+    """Recurrent policy: truncation length of backpropagation through time (sequences of
+    this many steps, must divide rollout_len); 0: the whole rollout."""
     window: int = 8
     """Window policy: number of most recent observations it sees."""
     observe: str = "full"
@@ -287,10 +292,17 @@ class TrainConfig:
         if self.policy not in POLICIES:
             raise ConfigError(f"unknown policy '{self.policy}'; use --policy with one of "
                               f"{', '.join(POLICIES)}")
-        if self.policy in ("stateful", "window") and self.scheme is not None:
+        if self.policy in ("stateful", "window", "recurrent") and self.scheme is not None:
             raise ConfigError(f"--policy {self.policy} is single-agent; multi-agent training "
                               f"uses per-agent feedforward policies")
-        for name in ("z_dim", "window"):
+        if self.policy == "recurrent":
+            if self.env.startswith("gym:"):
+                raise ConfigError("--policy recurrent runs on JAX environments (brax:, jax:); "
+                                  "for Gymnasium use --policy stateful or window")
+            if self.bptt_len < 0 or (self.bptt_len and self.rollout_len % self.bptt_len):
+                raise ConfigError(f"bptt_len {self.bptt_len} must be 0 or divide rollout_len "
+                                  f"{self.rollout_len}; change --bptt-len or --rollout-len")
+        for name in ("z_dim", "window", "carry_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}; pass a "
                                   f"positive --{name.replace('_', '-')}")
@@ -304,7 +316,12 @@ class TrainConfig:
         for seed, hp in self.runs():
             for key, v in hp.items():
                 _check_hparam(key.split(".")[-1], v)
-        self.algo_config.validate(self.batch_size, self.rule)
+        if self.policy == "recurrent":
+            sequences = self.num_envs * self.rollout_len // (self.bptt_len or self.rollout_len)
+            self.algo_config.validate(sequences, self.rule,
+                                      "sequences (num_envs x rollout_len / bptt_len)")
+        else:
+            self.algo_config.validate(self.batch_size, self.rule)
 
     def with_name(self) -> "TrainConfig":
         """This config with a run-directory name (the default: <algo>_<env>_<timestamp>)."""

@@ -123,7 +123,7 @@ class ActorCritic(NamedTuple):
         return self.critic.apply(critic_params, obs)
 
 
-POLICIES = ("auto", "gaussian", "categorical", "stateful", "window")
+POLICIES = ("auto", "gaussian", "categorical", "stateful", "window", "recurrent")
 
 
 def make_actor_critic(action: ActionSpace, policy: str = "auto",

@@ -79,8 +79,13 @@ class Trainer:
             self.policy = make_actor_critic(spec.action, kind, cfg.actor_hidden,
                                             cfg.critic_hidden, cfg.activation,
                                             cfg.init_log_std, cfg.policy_head_gain)
-        _, factory = ALGORITHMS[cfg.rule]
-        self.algo = factory(cfg.algo_config, self.policy)
+        self.set_policy(self.policy)
+
+    def set_policy(self, policy):
+        """Use ``policy`` and build the update rule for it."""
+        self.policy = policy
+        _, factory = ALGORITHMS[self.cfg.rule]
+        self.algo = factory(self.cfg.algo_config, policy)
 
     # -- hyperparameters -------------------------------------------------------------------
     def _algo_hp(self, hp):
@@ -173,6 +178,10 @@ class Trainer:
         one update of the algorithm, and diagnostics."""
         self.trace_counts["learn"] += 1
         batch, new_state, extras = self.make_batch(state, traj, hp)
+        return self.apply_update(state, new_state, batch, traj, extras, k_update, hp)
+
+    def apply_update(self, state, new_state, batch, traj, extras, k_update, hp):
+        """One update of the algorithm on ``batch`` and the per-update diagnostics."""
         progress = state.iteration.astype(jnp.float32) / self.cfg.num_iterations
         params, algo_state, metrics = self.algo.update(state.params, state.algo_state, batch,
                                                        k_update, self._algo_hp(hp), progress)
@@ -236,6 +245,10 @@ def make_trainer(cfg: TrainConfig) -> Trainer:
         from pgjax.multiagent import MultiAgentTrainer
 
         return MultiAgentTrainer(cfg)
+    if cfg.policy == "recurrent":
+        from pgjax.recurrent import RecurrentTrainer
+
+        return RecurrentTrainer(cfg)
     return Trainer(cfg)
 
 

@@ -72,7 +72,8 @@ class AlgoConfig:
     def traced(self) -> dict[str, float]:
         return {k: float(getattr(self, k)) for k in self.TRACED}
 
-    def validate(self, batch_size: int, prefix: str) -> None:
+    def validate(self, batch_size: int, prefix: str,
+                 unit: str = "transitions (num_envs x rollout_len)") -> None:
         """Raise ConfigError (one line, naming the flag to change) for bad loop counts."""
         from pgjax.envs.core import ConfigError
 
@@ -84,7 +85,7 @@ class AlgoConfig:
             n = getattr(self, name)
             if batch_size % n:
                 raise ConfigError(
-                    f"batch of {batch_size} transitions (num_envs x rollout_len) is not divisible "
+                    f"batch of {batch_size} {unit} is not divisible "
                     f"into {n} {name.replace('_', ' ')}; change --num-envs, --rollout-len or "
                     f"--{prefix}.{name.replace('_', '-')}")
 
