@@ -287,7 +287,14 @@ class TrainConfig:
         if self.vectorization not in ("sync", "async"):
             raise ConfigError(f"unknown vectorization '{self.vectorization}'; pass "
                               f"--vectorization sync or async")
+        from pgjax.envs.pomdp import OBSERVE, observation_split
         from pgjax.nets import POLICIES
+
+        if self.observe not in OBSERVE:
+            raise ConfigError(f"unknown observe '{self.observe}'; pass --observe with one of "
+                              f"{', '.join(OBSERVE)}")
+        if self.observe != "full":
+            observation_split(self.env)  # ConfigError for tasks without a split
 
         if self.policy not in POLICIES:
             raise ConfigError(f"unknown policy '{self.policy}'; use --policy with one of "

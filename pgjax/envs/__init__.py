@@ -5,7 +5,8 @@ Environment ids are ``<family>:<name>``:
 - ``brax:<name>``  any ``brax.envs`` environment (``--backend`` generalized|positional|spring|mjx)
 - ``gym:<EnvId>``  any registered Gymnasium environment (``gym:CartPole-v1``, ``gym:Hopper-v5``),
   stepped on the host (``--vectorization sync|async``), see ``pgjax.envs.gym_env``
-- ``jax:<name>``   small pure-JAX tasks shipped with pgjax (``jax:cartpole``)
+- ``jax:<name>``   small pure-JAX tasks shipped with pgjax (``jax:cartpole``; ``jax:memory``,
+  ``jax:memory-<delay>``: a cue-recall memory probe, see ``pgjax.envs.memory_probe``)
 - ``mabrax:<name>`` a Brax body split among cooperating agents, Multi-Agent MuJoCo style
   (``mabrax:halfcheetah_2x3``), see ``pgjax.envs.mabrax``
 - ``matrix:<game>`` one-step cooperative matrix games (``matrix:climbing``, ``matrix:penalty``)
@@ -62,9 +63,15 @@ def _make_env(env_id, num_envs, episode_length, backend, vectorization):
         from pgjax.envs.multiagent import make_matrix_game
 
         return make_matrix_game(name, num_envs, episode_length)
+    from pgjax.envs.memory_probe import make_memory_env, parse_memory_name
+
+    delay = parse_memory_name(name)
+    if delay is not None:
+        return make_memory_env(num_envs, delay, episode_length=episode_length)
     if name not in CLASSIC:
         raise ConfigError(f"unknown environment '{env_id}'; use one of: "
-                          f"{', '.join('jax:' + k for k in CLASSIC)}")
+                          f"{', '.join('jax:' + k for k in CLASSIC)}, jax:memory, "
+                          f"jax:memory-<delay>")
     return make_classic_env(name, num_envs, episode_length)
 
 
