@@ -157,6 +157,16 @@ class RecurrentTrainer(Trainer):
         return self.policy.actor.apply(state.params["actor"], h, self._norm(state)(raw_obs))
 
     def iteration(self, state: TrainState, hp):
+        state, end, traj, k_update = self.collect(state)
+        new_state, metrics, critic_end = self.learn_sequences(state, traj, state.rollout.carry,
+                                                              k_update, hp)
+        # the critic carry at the end of the rollout, for the next rollout's first sequence
+        end = end.replace(carry={**end.carry, "critic": critic_end})
+        return new_state.replace(rollout=end), metrics
+
+    def collect(self, state: TrainState):
+        """One rollout: (state with advanced key, carry at its end, Transition [T, N],
+        update key). ``state.rollout.carry`` holds the carries at its start."""
         state, k_roll, k_update = self.split(state)
         env, dist = self.env, self.policy.distribution
         start = state.rollout
@@ -175,11 +185,7 @@ class RecurrentTrainer(Trainer):
             return RecurrentCarry(env_state, ts.obs, {**c.carry, "actor": h_a}), tr
 
         end, traj = jax.lax.scan(step, start, jnp.arange(self.cfg.rollout_len))
-        new_state, metrics, critic_end = self.learn_sequences(state, traj, start.carry,
-                                                              k_update, hp)
-        # the critic carry at the end of the rollout, for the next rollout's first sequence
-        end = end.replace(carry={**end.carry, "critic": critic_end})
-        return new_state.replace(rollout=end), metrics
+        return state, end, traj, k_update
 
     def learn_sequences(self, state, traj: Transition, carry0, k_update, hp):
         self.trace_counts["learn"] += 1

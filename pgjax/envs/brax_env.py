@@ -45,7 +45,12 @@ def make_brax_env(name: str, num_envs: int, episode_length: int = 1000,
         s = env.step(s, action)
         return s, s.obs, s.reward, s.done > 0.5
 
-    spec = EnvSpec(name=f"brax:{name}", obs_shape=(env.observation_size,),
+    # the observation size by tracing reset abstractly: Brax's ``observation_size`` runs an
+    # un-jitted reset op by op, which costs seconds per environment build
+    import jax
+
+    obs_size = jax.eval_shape(env.reset, jax.random.PRNGKey(0)).obs.shape[-1]
+    spec = EnvSpec(name=f"brax:{name}", obs_shape=(obs_size,),
                    action=ActionSpace("box", env.action_size, -1.0, 1.0),
                    num_envs=num_envs, max_episode_steps=episode_length)
     return VectorEnv(spec, reset1, step1)
