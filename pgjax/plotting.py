@@ -65,11 +65,35 @@ def load(paths) -> pd.DataFrame:
         raise SystemExit("pgjax plot: no run directories with metrics found under "
                          + ", ".join(map(str, paths)))
     df = pd.concat(frames, ignore_index=True)
-    # Groups that share algo and grid label but differ in static options: name them by dir.
-    counts = df.groupby(["env", "group"])["group_dir"].nunique()
-    if (counts > 1).any():
-        df["group"] = df["group_dir"].str.replace(r"_(brax|gym|jax|mabrax)-[^_]+", "", regex=True)
+    # Groups that share algo and grid label but differ in other options (policy kind,
+    # observation filter, network sizes, ...): add the options that differ to their names.
+    configs = {root.name: json.loads((root / "config.json").read_text())["config"]
+               for root in find_run_dirs(paths)}
+    for (env, group), sub in df.groupby(["env", "group"]):
+        dirs = sorted(sub["group_dir"].unique())
+        if len(dirs) < 2:
+            continue
+        keys = sorted({k for d in dirs for k in configs[d]} - _NOT_OPTIONS)
+        differ = [k for k in keys
+                  if len({json.dumps(configs[d].get(k), sort_keys=True) for d in dirs}) > 1]
+        for d in dirs:
+            extra = ", ".join(f"{k}={_fmt_option(configs[d].get(k))}" for k in differ)
+            mask = (df["env"] == env) & (df["group"] == group) & (df["group_dir"] == d)
+            df.loc[mask, "group"] = f"{group} ({extra})" if "(" not in group else \
+                group[:-1] + f", {extra})"
     return df
+
+
+_NOT_OPTIONS = {"name", "out", "resume", "quiet", "seeds", "seed", "grid", "tensorboard",
+                "wandb", "wandb_project", "distributed", "shard", "checkpoint_every", "env"}
+
+
+def _fmt_option(v) -> str:
+    if isinstance(v, (list, tuple)):
+        return "x".join(str(x) for x in v)
+    if isinstance(v, dict):
+        return "{...}"
+    return str(v)
 
 
 def _estimator(name):
