@@ -49,13 +49,11 @@ def curve_table(df: pd.DataFrame, x: str = "env_steps") -> pd.DataFrame:
 
 
 def plot_curves(df: pd.DataFrame, path, title: str = "", x: str = "env_steps") -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: leaves the caller's backend alone
 
     table = curve_table(df, x)
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig = Figure(figsize=(6, 4))
+    ax = fig.subplots()
     for group, g in table.groupby("group"):
         ax.plot(g[x], g["mean"], label=f"{group} (n={g['n'].max()})")
         ax.fill_between(g[x], g["lo"], g["hi"], alpha=0.25)
@@ -66,7 +64,6 @@ def plot_curves(df: pd.DataFrame, path, title: str = "", x: str = "env_steps") -
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def summarize(root) -> pd.DataFrame:

@@ -192,15 +192,13 @@ def _save(fig, out: Path, stem: str) -> list[Path]:
 
 
 def plot_returns(df, out: Path, estimator: str, reps: int) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: leaves the caller's backend alone
 
     written = []
     tables = {x: curves(df, x, estimator, reps) for x in ("env_steps", "wall_time_s")}
     for env in sorted(df["env"].unique()):
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        fig = Figure(figsize=(11, 4))
+        axes = fig.subplots(1, 2)
         for ax, (x, table) in zip(axes, tables.items()):
             for group, g in table[table["env"] == env].groupby("group"):
                 ax.plot(g[x], g["estimate"], label=f"{group} (n={g['runs'].max()})")
@@ -212,17 +210,13 @@ def plot_returns(df, out: Path, estimator: str, reps: int) -> list[Path]:
         fig.suptitle(env)
         fig.tight_layout()
         written += _save(fig, out, f"returns_{env.replace(':', '-')}")
-        plt.close(fig)
         tables["env_steps"][tables["env_steps"]["env"] == env].to_csv(
             out / f"returns_{env.replace(':', '-')}.csv", index=False)
     return written
 
 
 def plot_trust_region(df, out: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: leaves the caller's backend alone
 
     written = []
     cols = [c for c in ("kl_max", "ratio_dev_max") if c in df]
@@ -230,7 +224,8 @@ def plot_trust_region(df, out: Path) -> list[Path]:
         return written
     upd = df[df["iteration"] > 0]
     for env in sorted(upd["env"].unique()):
-        fig, axes = plt.subplots(1, len(cols), figsize=(5.5 * len(cols), 4), squeeze=False)
+        fig = Figure(figsize=(5.5 * len(cols), 4))
+        axes = fig.subplots(1, len(cols), squeeze=False)
         for ax, col in zip(axes[0], cols):
             for group, g in upd[upd["env"] == env].groupby("group"):
                 s = g.groupby("iteration")[col]
@@ -246,7 +241,6 @@ def plot_trust_region(df, out: Path) -> list[Path]:
         fig.suptitle(f"{env}: trust-region diagnostics per update")
         fig.tight_layout()
         written += _save(fig, out, f"trust_region_{env.replace(':', '-')}")
-        plt.close(fig)
     return written
 
 
