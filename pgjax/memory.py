@@ -43,7 +43,7 @@ from flax import struct
 
 from pgjax.distributions import Categorical, Gaussian
 from pgjax.envs.core import ActionSpace, ConfigError
-from pgjax.nets import MLP, _dense
+from pgjax.nets import MLP, _dense, orthogonal
 
 
 # -- the distribution over (a, z') ------------------------------------------------------------
@@ -114,7 +114,7 @@ class StatefulActor(nn.Module):
         h = o
         for width in self.hidden:
             h = self.activation(_dense(width, math.sqrt(2))(h))
-        z_mean, _ = nn.GRUCell(self.z_dim)(z, h)
+        z_mean, _ = nn.GRUCell(self.z_dim, recurrent_kernel_init=orthogonal(1.0))(z, h)
         feats = jnp.concatenate([h, z_mean], -1)
         if self.action.kind == "box":
             mean = _dense(self.action.n, self.head_gain)(feats)

@@ -24,7 +24,7 @@ from flax import struct
 from pgjax.algos.common import Batch
 from pgjax.distributions import Categorical, Gaussian, broadcast_params
 from pgjax.envs.core import ActionSpace
-from pgjax.nets import ACTIVATIONS, _dense
+from pgjax.nets import ACTIVATIONS, _dense, orthogonal
 from pgjax.normalize import normalize
 from pgjax.rollout import Transition, scale_rewards, step_key
 from pgjax.advantages import gae
@@ -46,7 +46,7 @@ class GRUNet(nn.Module):
         x = o
         for width in self.hidden:
             x = self.activation(_dense(width, math.sqrt(2))(x))
-        h, y = nn.GRUCell(self.carry_size)(h, x)
+        h, y = nn.GRUCell(self.carry_size, recurrent_kernel_init=orthogonal(1.0))(h, x)
         return h, _dense(self.out, self.out_gain)(y)
 
 
@@ -65,7 +65,8 @@ class _Actor(nn.Module):
         if self.action.kind == "box":
             log_std = self.param("log_std", nn.initializers.constant(self.init_log_std),
                                  (self.action.n,))
-            return h, {"mean": y, "log_std": log_std}
+            # batch-shaped, so that per-step outputs stack over time like the mean
+            return h, {"mean": y, "log_std": jnp.broadcast_to(log_std, y.shape)}
         return h, {"logits": y}
 
 

@@ -186,3 +186,21 @@ def test_memory_policies_on_the_gymnasium_host_path(policy):
             prev = obs[t - 1].reshape(obs.shape[1], 3, 4)
             np.testing.assert_allclose(w[~new][:, :2], prev[~new][:, 1:])
     host.close()
+
+
+def test_recurrent_policy_with_continuous_actions_trains():
+    import jax
+
+    cfg = TrainConfig(env="brax:inverted_pendulum", policy="recurrent", bptt_len=4,
+                      carry_size=8, num_envs=4, rollout_len=8, steps=64, eval_every=2,
+                      eval_envs=2, episode_length=20, seeds=2, quiet=True,
+                      ppo=TrainConfig().ppo.__class__(minibatches=2, epochs=2))
+    trainer = make_trainer(cfg)
+    from pgjax.train import VmappedRuns, run_keys
+
+    fns = VmappedRuns(trainer)
+    keys, ekeys = run_keys(cfg.runs())
+    hps = stack_hparams(cfg.runs())
+    state, metrics = fns.chunk(fns.init(keys, hps), hps)
+    assert np.isfinite(np.asarray(metrics["pg_loss"])).all()
+    assert np.asarray(fns.evaluate(state, ekeys)["eval_return"]).shape == (2,)
