@@ -204,3 +204,19 @@ def test_recurrent_policy_with_continuous_actions_trains():
     state, metrics = fns.chunk(fns.init(keys, hps), hps)
     assert np.isfinite(np.asarray(metrics["pg_loss"])).all()
     assert np.asarray(fns.evaluate(state, ekeys)["eval_return"]).shape == (2,)
+
+
+def test_stateful_previous_action_option():
+    n, z_dim = 4, 2
+    env = StatefulEnv(_counter_env(n), z_dim, prev_action=True)
+    assert env.spec.obs_shape == (2 + 1 + z_dim,)
+    assert list(env.norm_mask) == [True, True, True, False, False]  # o and a_prev, not z
+    key = jax.random.PRNGKey(2)
+    steps = _run(env, 20, key, lambda t, obs: jax.random.normal(jax.random.fold_in(key, t),
+                                                                (n, 1 + z_dim)))
+    for i, (obs, a, ts) in enumerate(steps):
+        start = obs[:, 0] == 0
+        np.testing.assert_array_equal(obs[start][:, 2], 0.0)  # no previous action at start
+        if i:
+            cont = ~np.asarray(steps[i - 1][2].done)
+            np.testing.assert_allclose(obs[cont][:, 2], steps[i - 1][1][cont, 0])
