@@ -35,7 +35,7 @@ def test_ppo_inverted_pendulum_reaches_900_within_500k_steps(tmp_path):
 
 @pytest.mark.slow
 def test_ppo_categorical_cartpole_reaches_475(tmp_path):
-    cfg = TrainConfig(env="jax:cartpole", seeds=4, steps=153_600, num_envs=16, rollout_len=64,
+    cfg = TrainConfig(env="jax:cartpole", seeds=4, steps=204_800, num_envs=16, rollout_len=64,
                       out=str(tmp_path), name="ppo_cp", quiet=True,
                       ppo=PPOConfig(lr=2.5e-4, epochs=4, minibatches=4, ent_coef=0.01))
     returns = final_eval_returns(run(cfg))
