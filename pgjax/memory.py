@@ -43,7 +43,7 @@ from flax import struct
 
 from pgjax.distributions import Categorical, Gaussian
 from pgjax.envs.core import ActionSpace, ConfigError
-from pgjax.nets import MLP, _dense, orthogonal
+from pgjax.nets import MLP, ActorCritic, _dense, orthogonal
 
 
 # -- the distribution over (a, z') ------------------------------------------------------------
@@ -357,26 +357,7 @@ def wrap_env(env, cfg):
     return env
 
 
-class MemoryActorCritic(NamedTuple):
-    """``ActorCritic``-compatible policy of the stateful kind."""
-
-    actor: nn.Module
-    critic: nn.Module
-    distribution: Any
-
-    def init(self, key, obs_shape):
-        k_a, k_c = jax.random.split(key)
-        dummy = jnp.zeros((1,) + tuple(obs_shape))
-        return {"actor": self.actor.init(k_a, dummy), "critic": self.critic.init(k_c, dummy)}
-
-    def dist(self, actor_params, obs):
-        return self.actor.apply(actor_params, obs)
-
-    def value(self, critic_params, obs):
-        return self.critic.apply(critic_params, obs)
-
-
-def make_stateful_policy(env: StatefulEnv, cfg) -> MemoryActorCritic:
+def make_stateful_policy(env: StatefulEnv, cfg) -> ActorCritic:
     from pgjax.nets import ACTIVATIONS
 
     act = ACTIVATIONS[cfg.activation]
@@ -386,9 +367,9 @@ def make_stateful_policy(env: StatefulEnv, cfg) -> MemoryActorCritic:
                           cfg.init_log_std, cfg.z_std, cfg.policy_head_gain)
     dist = StatefulDistribution(Gaussian() if base.kind == "box" else Categorical(),
                                 _action_size(base))
-    return MemoryActorCritic(actor, _Critic(tuple(cfg.critic_hidden), act), dist)
+    return ActorCritic(actor, _Critic(tuple(cfg.critic_hidden), act), dist)
 
 
-__all__ = ["HostStatefulEnv", "HostWindowEnv", "MEMORY_POLICIES", "MemoryActorCritic",
+__all__ = ["HostStatefulEnv", "HostWindowEnv", "MEMORY_POLICIES",
            "StatefulActor", "StatefulDistribution", "StatefulEnv", "WindowEnv",
            "make_stateful_policy", "wrap_env"]

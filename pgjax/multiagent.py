@@ -38,11 +38,10 @@ import numpy as np
 from pgjax.advantages import gae
 from pgjax.algos import ALGORITHMS
 from pgjax.algos.common import Algorithm, Batch
-from pgjax.distributions import _LOG_2PI, Categorical
+from pgjax.distributions import _LOG_2PI, Categorical, Gaussian
 from pgjax.envs.core import ConfigError
 from pgjax.envs.multiagent import Partition, single_agent_partition
 from pgjax.normalize import init_stats, normalize
-from pgjax.rollout import scale_rewards
 from pgjax.train import Trainer, TrainState
 
 SCHEMES = ("sequential", "simultaneous", "independent")
@@ -58,14 +57,8 @@ class MaskedGaussian(NamedTuple):
     dimensions with mask 1 count in log-probabilities, entropies and KLs."""
 
     kind: str = "gaussian"
-
-    @staticmethod
-    def sample(d, key):
-        return d["mean"] + jnp.exp(d["log_std"]) * jax.random.normal(key, d["mean"].shape)
-
-    @staticmethod
-    def mode(d):
-        return d["mean"]
+    sample = staticmethod(Gaussian.sample)
+    mode = staticmethod(Gaussian.mode)
 
     @staticmethod
     def log_prob(d, a):
@@ -374,12 +367,7 @@ class MultiAgentTrainer(Trainer):
         behaviour = {k: jnp.broadcast_to(v, lead + v.shape[-1:]) if k in ("log_std", "mask")
                      else v for k, v in behaviour.items()}
         done = traj.terminated | traj.truncated
-        ret_stats, ret_acc, reward = state.ret_stats, state.ret_acc, traj.reward
-        if cfg.normalize_reward:
-            ret_stats, ret_acc, reward = scale_rewards(ret_stats, ret_acc, traj.reward, done,
-                                                       hp["gamma"])
-        obs_stats = self.update_obs_stats(state.obs_stats, traj.obs) if cfg.normalize_obs \
-            else state.obs_stats
+        new_state, reward = self.update_statistics(state, traj, hp)
         critic = state.params["critic"]
         if self.central:
             values = self.critic_net.apply(critic, obs)
@@ -399,6 +387,5 @@ class MultiAgentTrainer(Trainer):
                                 action=flat(action), log_prob=flat(log_prob),
                                 dist=jax.tree.map(flat, behaviour), value=flat(values),
                                 advantage=flat(adv), ret=flat(ret))
-        state = state.replace(obs_stats=obs_stats, ret_stats=ret_stats, ret_acc=ret_acc)
-        return batch, state, {"reward": reward, "next_values": next_values,
+        return batch, new_state, {"reward": reward, "next_values": next_values,
                               "values": values, "ret": ret, "done": done}

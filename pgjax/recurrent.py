@@ -26,7 +26,7 @@ from pgjax.distributions import Categorical, Gaussian, broadcast_params
 from pgjax.envs.core import ActionSpace
 from pgjax.nets import ACTIVATIONS, _dense, orthogonal
 from pgjax.normalize import normalize
-from pgjax.rollout import Transition, scale_rewards, step_key
+from pgjax.rollout import Transition, step_key
 from pgjax.advantages import gae
 from pgjax.train import Trainer, TrainState
 
@@ -213,12 +213,7 @@ class RecurrentTrainer(Trainer):
         critic_end = jnp.where(done[-1][:, None], 0.0, last["critic"])
         log_prob = policy.distribution.log_prob(behaviour, traj.action)
         behaviour = broadcast_params(behaviour, (T, N))
-        ret_stats, ret_acc, reward = state.ret_stats, state.ret_acc, traj.reward
-        if cfg.normalize_reward:
-            ret_stats, ret_acc, reward = scale_rewards(ret_stats, ret_acc, traj.reward, done,
-                                                       hp["gamma"])
-        obs_stats = self.update_obs_stats(state.obs_stats, traj.obs) if cfg.normalize_obs \
-            else state.obs_stats
+        new_state, reward = self.update_statistics(state, traj, hp)
         adv, ret = gae(reward, values, next_values, traj.terminated, traj.truncated,
                        hp["gamma"], hp["gae_lambda"])
         L = cfg.bptt_len or T
@@ -235,7 +230,6 @@ class RecurrentTrainer(Trainer):
                       action=seqs(traj.action), log_prob=seqs(log_prob),
                       dist=jax.tree.map(seqs, behaviour), value=seqs(values),
                       advantage=seqs(adv), ret=seqs(ret))
-        new_state = state.replace(obs_stats=obs_stats, ret_stats=ret_stats, ret_acc=ret_acc)
         extras = {"values": values, "ret": ret, "done": done}
         new_state, metrics = self.apply_update(state, new_state, batch, traj, extras, k_update,
                                                hp)

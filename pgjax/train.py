@@ -154,12 +154,7 @@ class Trainer:
         log_prob = policy.distribution.log_prob(behaviour, traj.action)
         behaviour = broadcast_params(behaviour, obs.shape[:2])
         done = traj.terminated | traj.truncated
-        ret_stats, ret_acc, reward = state.ret_stats, state.ret_acc, traj.reward
-        if cfg.normalize_reward:
-            ret_stats, ret_acc, reward = scale_rewards(ret_stats, ret_acc, traj.reward, done,
-                                                       hp["gamma"])
-        obs_stats = self.update_obs_stats(state.obs_stats, traj.obs) if cfg.normalize_obs \
-            else state.obs_stats
+        new_state, reward = self.update_statistics(state, traj, hp)
         critic = state.params["critic"]
         values = policy.value(critic, obs)
         next_values = policy.value(critic, final_obs)
@@ -169,9 +164,21 @@ class Trainer:
         batch = Batch(obs=flat(obs), action=flat(traj.action), log_prob=flat(log_prob),
                       dist=jax.tree.map(flat, behaviour), value=flat(values),
                       advantage=flat(adv), ret=flat(ret))
-        state = state.replace(obs_stats=obs_stats, ret_stats=ret_stats, ret_acc=ret_acc)
-        return batch, state, {"reward": reward, "next_values": next_values, "values": values,
+        return batch, new_state, {"reward": reward, "next_values": next_values, "values": values,
                               "ret": ret, "done": done}
+
+    def update_statistics(self, state: TrainState, traj: Transition, hp):
+        """Fold a rollout into the running statistics: reward scaling (a scan over time) and
+        observation normalisation. Returns (state with new statistics, rewards for GAE)."""
+        cfg = self.cfg
+        done = traj.terminated | traj.truncated
+        ret_stats, ret_acc, reward = state.ret_stats, state.ret_acc, traj.reward
+        if cfg.normalize_reward:
+            ret_stats, ret_acc, reward = scale_rewards(ret_stats, ret_acc, traj.reward, done,
+                                                       hp["gamma"])
+        obs_stats = self.update_obs_stats(state.obs_stats, traj.obs) if cfg.normalize_obs \
+            else state.obs_stats
+        return state.replace(obs_stats=obs_stats, ret_stats=ret_stats, ret_acc=ret_acc), reward
 
     def learn(self, state: TrainState, traj: Transition, k_update, hp):
         """Everything after the rollout, shared by both environment paths: ``make_batch``,
