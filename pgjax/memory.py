@@ -43,7 +43,7 @@ from flax import struct
 
 from pgjax.distributions import Categorical, Gaussian
 from pgjax.envs.core import ActionSpace, ConfigError
-from pgjax.nets import MLP, ActorCritic, _dense, orthogonal
+from pgjax.nets import ActorCritic, Critic, _dense, orthogonal
 
 
 # -- the distribution over (a, z') ------------------------------------------------------------
@@ -126,15 +126,6 @@ class StatefulActor(nn.Module):
         z_log_std = self.param("z_log_std", nn.initializers.constant(math.log(self.z_std)),
                                (self.z_dim,))
         return {"a": a, "z_mean": z_mean, "z_log_std": z_log_std}
-
-
-class _Critic(nn.Module):
-    hidden: Sequence[int]
-    activation: Callable = nn.tanh
-
-    @nn.compact
-    def __call__(self, x):
-        return MLP(self.hidden, 1, 1.0, self.activation)(x)[..., 0]
 
 
 # -- the extended MDP (JAX environments) -------------------------------------------------------
@@ -367,7 +358,7 @@ def make_stateful_policy(env: StatefulEnv, cfg) -> ActorCritic:
                           cfg.init_log_std, cfg.z_std, cfg.policy_head_gain)
     dist = StatefulDistribution(Gaussian() if base.kind == "box" else Categorical(),
                                 _action_size(base))
-    return ActorCritic(actor, _Critic(tuple(cfg.critic_hidden), act), dist)
+    return ActorCritic(actor, Critic(tuple(cfg.critic_hidden), act), dist)
 
 
 __all__ = ["HostStatefulEnv", "HostWindowEnv", "MEMORY_POLICIES",

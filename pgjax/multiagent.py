@@ -133,18 +133,11 @@ def pass_key(key, m):
     return jnp.where(m == 0, key, jax.random.fold_in(key, m))
 
 
-class MultiAgentBatch(NamedTuple):
-    """Flat over (time, env) = B. obs {"agent": [B, n, O], "state": [B, D]}; action
-    [B, n, A] or [B, n]; log_prob [B, n]; dist pytree [B, n, ...]; value / advantage / ret
-    [B] (centralised critic) or [B, n] (independent critics)."""
-
-    obs: dict
-    action: jax.Array
-    log_prob: jax.Array
-    dist: Any
-    value: jax.Array
-    advantage: jax.Array
-    ret: jax.Array
+# The multi-agent batch is an update-rule Batch whose fields carry an agent axis:
+# Flat over (time, env) = B. obs {"agent": [B, n, O], "state": [B, D]}; action
+# [B, n, A] or [B, n]; log_prob [B, n]; dist pytree [B, n, ...]; value / advantage / ret
+# [B] (centralised critic) or [B, n] (independent critics).
+MultiAgentBatch = Batch
 
 
 def make_combinator(rule_factory, rule_cfg, partition: Partition, actor, critic, distribution,
