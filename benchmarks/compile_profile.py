@@ -1,6 +1,8 @@
 """Where pgjax's compile time goes: each jitted entry point of a training run (init,
-evaluate, training chunk) lowered and compiled separately, and the chunk again with parts
-stubbed out (the per-rollout reset-pool refresh; the update rule), on one environment.
+evaluate, training chunk) lowered and compiled separately, the chunk batched over a run axis
+of one (``vmap``, as several vmapped seeds compile) and unbatched (what a single run
+compiles), and the unbatched chunk again with parts removed (the per-rollout reset-pool
+refresh, i.e. ``--reset-pool fixed``; the update rule), on one environment.
 
     python benchmarks/compile_profile.py --env brax:hopper
 """
@@ -10,7 +12,10 @@ import argparse
 import json
 import time
 
+import dataclasses
+
 import jax
+import jax.numpy as jnp
 
 from pgjax import TrainConfig, Trainer
 from pgjax.algos import PPOConfig
@@ -32,7 +37,8 @@ def main():
     p.add_argument("--num-envs", type=int, default=64)
     a = p.parse_args()
     cfg = TrainConfig(env=a.env, backend=a.backend, num_envs=a.num_envs, rollout_len=32,
-                      eval_every=4, quiet=True, ppo=PPOConfig(anneal_lr=False))
+                      eval_every=4, quiet=True,
+                      ppo=PPOConfig(minibatches=32, epochs=10, anneal_lr=False))
     hp = cfg.base_hparams()
     key = jax.random.PRNGKey(0)
     trainer = Trainer(cfg)
@@ -40,10 +46,12 @@ def main():
     rows = {}
     rows["init"] = timed_compile(trainer.init, key, hp)
     rows["evaluate"] = timed_compile(trainer.evaluate, state, key)
+    lead = lambda t: jax.tree.map(lambda x: jnp.asarray(x)[None], t)
+    rows["chunk, vmapped over one run"] = timed_compile(jax.vmap(trainer.chunk), lead(state),
+                                                        lead(hp))
     rows["chunk"] = timed_compile(trainer.chunk, state, hp)
-    no_refresh = Trainer(cfg)
-    no_refresh.env.refresh = lambda s: s
-    rows["chunk without reset-pool refresh"] = timed_compile(no_refresh.chunk, state, hp)
+    fixed = Trainer(dataclasses.replace(cfg, reset_pool="fixed"))
+    rows["chunk without reset-pool refresh"] = timed_compile(fixed.chunk, state, hp)
     no_update = Trainer(cfg)
     no_update.algo = no_update.algo._replace(
         update=lambda p, s, b, k, h, prog: (p, s, {"x": b.advantage.sum()}))

@@ -1,12 +1,15 @@
 """pgjax PPO against Brax's own PPO trainer (``brax.training.agents.ppo``), and pgjax's
 scaling, measured on this machine in one invocation.
 
-    python benchmarks/vs_brax.py --envs ant hopper --steps 491520 --seeds 2
+    python benchmarks/vs_brax.py --envs ant hopper --steps 491520 --seeds 3
     python benchmarks/vs_brax.py --scaling-only --envs ant
 
-For each environment and seed, three subprocesses run one after another (nothing else runs
-meanwhile): the raw environment-stepping ceiling (random actions through pgjax's env in
-``lax.scan``), pgjax PPO, and Brax's PPO trainer in its own virtual environment
+Subprocesses run one after another (nothing else runs meanwhile). Per environment: the raw
+environment-stepping ceiling (random actions through pgjax's env in ``lax.scan``) and pgjax
+PPO at its default reset scheme (a reset pool redrawn every rollout), once, and the same
+ceiling through Brax's own training wrapper (``_brax_raw.py``); then per seed
+pgjax PPO with ``--reset-pool fixed`` (each env restarts from one state for the whole run,
+as Brax's training wrapper does) and Brax's PPO trainer in its own virtual environment
 (``benchmarks/.venv-brax``: jax 0.7.2 and brax 0.14.2, created on first use, since Brax's
 trainer calls JAX APIs that newer JAX removed). Both trainers use identical settings: envs,
 unroll length, minibatches (32), epochs (10), 64x64 tanh networks for policy and value,
@@ -19,7 +22,7 @@ equal env steps.
 
 Scaling (pgjax only): throughput and compile time against the number of envs and against
 the number of vmapped seeds, plus the per-seed cost of vmapped seeds relative to one run.
-Writes a JSON line per measurement to stdout and ``--out`` (JSON) at the end.
+Writes a JSON line per measurement to stdout and rewrites ``--out`` (JSON) after each one.
 """
 from __future__ import annotations
 
@@ -76,6 +79,7 @@ def pgjax_side(a) -> dict:
     cfg = TrainConfig(env=f"brax:{a.env}", backend=a.backend, num_envs=a.num_envs,
                       rollout_len=a.unroll, eval_every=iters, eval_envs=16, seeds=a.vmap_seeds,
                       seed=a.seed, steps=epochs * iters * a.num_envs * a.unroll, quiet=True,
+                      reset_pool=a.reset_pool,
                       actor_hidden=tuple(a.hidden), critic_hidden=tuple(a.hidden),
                       ppo=PPOConfig(minibatches=32, epochs=10, anneal_lr=False))
     fns = VmappedRuns(Trainer(cfg))
@@ -101,6 +105,7 @@ def pgjax_side(a) -> dict:
     steps_epoch = iters * cfg.batch_size * len(runs)
     steady = steps_epoch / min(epoch_times[1:]) if len(epoch_times) > 1 else float("nan")
     out = {"side": "pgjax", "env": a.env, "seeds": len(runs), "points": points,
+           "reset_pool": a.reset_pool,
            "steady_sps": steady, "compile_s": epoch_times[0] - steps_epoch / steady,
            # from building the trainer to the end of the first training epoch, less one
            # steady-state epoch: env construction and every compile (init, eval, chunk)
@@ -153,6 +158,7 @@ def main():
     p.add_argument("--env", help=argparse.SUPPRESS)
     p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--vmap-seeds", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--reset-pool", default="rollout", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.side:
         sys.path.insert(0, str(HERE))
@@ -163,24 +169,46 @@ def main():
 
     results = {"machine": platform.machine(), "cpus": os.cpu_count(),
                "device": str(jax.devices()[0]), "pgjax_jax": jax.__version__,
-               "settings": vars(a), "comparison": [], "scaling": []}
+               "settings": vars(a), "default_pool": [], "comparison": [], "scaling": []}
     me = [sys.executable, str(Path(__file__).resolve())]
     common = ["--backend", a.backend, "--num-envs", str(a.num_envs), "--unroll", str(a.unroll),
               "--num-evals", str(a.num_evals), "--steps", str(a.steps),
               "--hidden", *map(str, a.hidden)]
     steps_epoch = a.steps // (a.num_evals - 1) // (a.num_envs * a.unroll) * a.num_envs * a.unroll
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    save = lambda: out.write_text(json.dumps(results, indent=1))  # after every measurement
     if not a.scaling_only:
         brax_python = ensure_brax_venv()
         for env in a.envs:
             raw = _sub(me + ["--side", "raw", "--env", env] + common)
+            # the same ceiling through Brax's own training wrapper (autoreset to the first state)
+            braw = _sub([str(brax_python), str(HERE / "_brax_raw.py"), "--env", env,
+                         "--backend", a.backend, "--num-envs", str(a.num_envs),
+                         "--unroll", str(a.unroll)])
+            # pgjax's default restarts episodes from a reset pool redrawn every rollout; Brax's
+            # trainer restarts each env from its first state, which --reset-pool fixed matches
+            default = _sub(me + ["--side", "pgjax", "--env", env, "--seed", "0",
+                                 "--reset-pool", "rollout"] + common)
+            row = {"env": env, "raw_sps": raw["steady_sps"], "raw_compile_s": raw["compile_s"],
+                   "brax_raw_sps": braw["steady_sps"], "brax_raw_compile_s": braw["compile_s"],
+                   "pgjax_default": default}
+            results["default_pool"].append(row)
+            print(json.dumps({"env": env, "raw_sps": raw["steady_sps"],
+                              "brax_raw_sps": braw["steady_sps"],
+                              "pgjax_default_sps": default["steady_sps"],
+                              "pgjax_default_compile_s": default["compile_s"]}), flush=True)
+            save()
             for seed in range(a.seeds):
-                mine = _sub(me + ["--side", "pgjax", "--env", env, "--seed", str(seed)] + common)
+                mine = _sub(me + ["--side", "pgjax", "--env", env, "--seed", str(seed),
+                                  "--reset-pool", "fixed"] + common)
                 theirs = _sub([str(brax_python), str(HERE / "_brax_ppo.py"), "--env", env,
                                "--seed", str(seed), "--backend", a.backend,
                                "--steps", str(a.steps), "--num-envs", str(a.num_envs),
                                "--unroll", str(a.unroll), "--num-evals", str(a.num_evals),
                                "--hidden", *map(str, a.hidden)])
                 row = {"env": env, "seed": seed, "raw_sps": raw["steady_sps"],
+                       "brax_raw_sps": braw["steady_sps"],
                        "pgjax": mine, "brax": {**brax_summary(theirs, steps_epoch),
                                                "peak_rss_mb": theirs["peak_rss_mb"],
                                                "jax": theirs["jax"]}}
@@ -190,12 +218,15 @@ def main():
                                                       "pgjax_over_brax_sps", "pgjax_over_raw")}
                                  | {"pgjax_sps": mine["steady_sps"],
                                     "brax_sps": row["brax"]["steady_sps"],
-                                    "pgjax_compile_s": mine["compile_s"], "pgjax_startup_s": mine["startup_s"], "brax_startup_s": row["brax"]["startup_s"],
+                                    "pgjax_compile_s": mine["compile_s"],
                                     "brax_compile_s": row["brax"]["compile_s"],
+                                    "pgjax_startup_s": mine["startup_s"],
+                                    "brax_startup_s": row["brax"]["startup_s"],
                                     "pgjax_final": mine["points"][-1]["eval_return"],
                                     "brax_final": row["brax"]["points"][-1]["eval_return"]}),
                       flush=True)
                 results["comparison"].append(row)
+                save()
     if not a.no_scaling:
         env = a.envs[0]
         for n in a.scaling_envs:
@@ -208,6 +239,7 @@ def main():
                    "peak_rss_mb": r["peak_rss_mb"]}
             print(json.dumps(row), flush=True)
             results["scaling"].append(row)
+            save()
         for s in a.scaling_seeds:
             steps = 3 * 2 * a.num_envs * a.unroll
             r = _sub(me + ["--side", "pgjax", "--env", env, "--vmap-seeds", str(s)] +
@@ -219,8 +251,7 @@ def main():
                    "peak_rss_mb": r["peak_rss_mb"]}
             print(json.dumps(row), flush=True)
             results["scaling"].append(row)
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(results, indent=1))
+            save()
 
 
 if __name__ == "__main__":

@@ -93,6 +93,12 @@ class TrainConfig:
     """Steps per environment per iteration; batch = num_envs * rollout_len."""
     episode_length: Optional[int] = None
     """Time limit (truncation); None: the task's own (1000 for Brax, 500 for jax:cartpole)."""
+    reset_pool: str = "rollout"
+    """JAX environments: where an environment restarts after an episode ends. rollout: a
+    reset pool redrawn with fresh keys once per rollout (new initial states all run long);
+    fixed: one reset state per environment drawn at the start and reused for the whole run,
+    as Brax's training wrapper does (its training program then contains no simulator reset,
+    which shortens compilation). Gymnasium environments reset themselves every episode."""
     gamma: float = 0.99
     """Discount factor (traced)."""
     gae_lambda: float = 0.95
@@ -284,6 +290,12 @@ class TrainConfig:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}; pass a positive "
                                   f"--{name.replace('_', '-')}")
+        if self.reset_pool not in ("rollout", "fixed"):
+            raise ConfigError(f"unknown reset_pool '{self.reset_pool}'; pass --reset-pool "
+                              f"rollout or fixed")
+        if self.reset_pool == "fixed" and self.env.startswith("gym:"):
+            raise ConfigError("--reset-pool fixed applies to JAX environments; a Gymnasium "
+                              "environment resets itself every episode: drop --reset-pool")
         if self.vectorization not in ("sync", "async"):
             raise ConfigError(f"unknown vectorization '{self.vectorization}'; pass "
                               f"--vectorization sync or async")

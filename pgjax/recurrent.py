@@ -171,6 +171,8 @@ class RecurrentTrainer(Trainer):
         state, k_roll, k_update = self.split(state)
         env, dist = self.env, self.policy.distribution
         start = state.rollout
+        if self.cfg.reset_pool == "rollout":
+            start = start.replace(env_state=env.refresh(start.env_state))
 
         def step(c: RecurrentCarry, t):
             h_a, d = self._actor_step(state, c.carry["actor"], c.obs)

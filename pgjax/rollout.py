@@ -66,9 +66,10 @@ def act(policy, actor_params, obs_stats: RunningStats | None, raw_obs, key):
 
 
 def rollout(env, policy, actor_params, obs_stats: RunningStats | None, carry: RolloutCarry,
-            key, length: int):
+            key, length: int, refresh: bool = True):
     """Run the stochastic policy for ``length`` steps of a JAX environment inside
-    ``lax.scan``. Returns (carry, Transition [T, N])."""
+    ``lax.scan``, first redrawing the environment's reset pool unless ``refresh`` is False.
+    Returns (carry, Transition [T, N])."""
 
     def step(c: RolloutCarry, t):
         action = act(policy, actor_params, obs_stats, c.obs, step_key(key, t))
@@ -78,7 +79,8 @@ def rollout(env, policy, actor_params, obs_stats: RunningStats | None, carry: Ro
                         episode_return=ts.episode_return, episode_length=ts.episode_length)
         return RolloutCarry(env_state, ts.obs), tr
 
-    carry = carry.replace(env_state=env.refresh(carry.env_state))
+    if refresh:
+        carry = carry.replace(env_state=env.refresh(carry.env_state))
     return jax.lax.scan(step, carry, jnp.arange(length))
 
 

@@ -105,3 +105,50 @@ def test_target_kl_early_stop_counts_steps():
     _, metrics = jax.jit(trainer.chunk)(jax.jit(trainer.init)(jax.random.PRNGKey(0), hp), hp)
     steps = np.asarray(metrics["grad_steps"])
     assert (steps >= 1).all() and (steps < 16).all()
+
+
+@pytest.mark.parametrize("policy", ["auto", "recurrent"])
+def test_reset_pool_redrawn_every_rollout_or_fixed(policy):
+    """--reset-pool rollout redraws the restart states before every rollout (plain and BPTT
+    trainers); fixed keeps each environment's one restart state for the whole run, and the
+    episodes that end restart from exactly that state."""
+    from pgjax.train import make_trainer
+
+    pools = {}
+    for mode in ("rollout", "fixed"):
+        cfg = dataclasses.replace(SMALL, policy=policy, reset_pool=mode)
+        trainer = make_trainer(cfg)
+        hp = cfg.base_hparams()
+        state = jax.jit(trainer.init)(jax.random.PRNGKey(0), hp)
+        seen = [np.asarray(state.rollout.env_state.pool_obs)]
+        for _ in range(3):
+            state, _ = jax.jit(trainer.iteration)(state, hp)
+            seen.append(np.asarray(state.rollout.env_state.pool_obs))
+        pools[mode] = seen
+    # the pools start equal (same key) and differ after every rollout only when redrawn
+    np.testing.assert_array_equal(pools["rollout"][0], pools["fixed"][0])
+    for a, b in zip(pools["rollout"], pools["rollout"][1:]):
+        assert np.abs(a - b).min() > 0
+    for later in pools["fixed"][1:]:
+        np.testing.assert_array_equal(later, pools["fixed"][0])
+
+
+def test_fixed_reset_pool_restarts_every_episode_from_the_same_state():
+    from pgjax.rollout import RolloutCarry, rollout
+
+    cfg = dataclasses.replace(SMALL, reset_pool="fixed")
+    trainer = Trainer(cfg)
+    state = jax.jit(trainer.init)(jax.random.PRNGKey(1), cfg.base_hparams())
+    pool = np.asarray(state.rollout.env_state.pool_obs)
+    carry = state.rollout
+    starts = []
+    for i in range(4):  # 4 rollouts of 64 steps: CartPole episodes end several times
+        carry, traj = jax.jit(rollout, static_argnums=(0, 1, 6, 7))(
+            trainer.env, trainer.policy, state.params["actor"], None, carry,
+            jax.random.PRNGKey(i), 64, False)
+        done = np.asarray(traj.terminated | traj.truncated)
+        obs = np.asarray(traj.obs)
+        for t, n in zip(*np.nonzero(done[:-1])):
+            starts.append(np.array_equal(obs[t + 1, n], pool[n]))
+    assert len(starts) > 20 and all(starts)
+    assert isinstance(carry, RolloutCarry)

@@ -14,7 +14,10 @@ state and swapped in (a select, no simulator call) when that environment's episo
 ``refresh(state)`` redraws the pool with new keys; the rollout calls it once per rollout, so a
 simulator reset costs 1/T of a step instead of a full reset on every step (under ``vmap`` a
 conditional reset would run on every step anyway). An environment whose episode ends twice
-within one rollout starts both new episodes from the same pool state.
+within one rollout starts both new episodes from the same pool state. With
+``--reset-pool fixed`` the trainer never calls ``refresh``: each environment restarts from the
+one pool state drawn at ``reset`` for the whole run (the scheme of Brax's training wrapper),
+and the training program contains no simulator reset.
 """
 from __future__ import annotations
 

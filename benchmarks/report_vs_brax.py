@@ -1,0 +1,111 @@
+"""Markdown tables from the JSON written by ``benchmarks/vs_brax.py``.
+
+    python benchmarks/report_vs_brax.py benchmarks/results/vs_brax.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics as st
+
+
+def fmt(x, nd=0):
+    return f"{x:,.{nd}f}"
+
+
+def comparison(res) -> list[str]:
+    out = ["| env | seed | raw stepping pgjax / Brax env | pgjax | Brax | pgjax / Brax | "
+           "pgjax / raw | Brax / raw | compile pgjax / Brax (s) | startup pgjax / Brax (s) | "
+           "peak RSS pgjax / Brax (MB) |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in res["comparison"]:
+        p, b = r["pgjax"], r["brax"]
+        out.append(f"| `{r['env']}` | {r['seed']} | {fmt(r['raw_sps'])} / "
+                   f"{fmt(r['brax_raw_sps'])} | {fmt(p['steady_sps'])} | "
+                   f"{fmt(b['steady_sps'])} | {r['pgjax_over_brax_sps']:.2f} | "
+                   f"{r['pgjax_over_raw']:.2f} | {b['steady_sps'] / r['raw_sps']:.2f} | "
+                   f"{p['compile_s']:.1f} / {b['compile_s']:.1f} | "
+                   f"{p['startup_s']:.1f} / {b['startup_s']:.1f} | "
+                   f"{fmt(p['peak_rss_mb'])} / {fmt(b['peak_rss_mb'])} |")
+    out += ["", "Means over seeds:", "",
+            "| env | pgjax / Brax throughput | pgjax / raw | Brax / raw | compile pgjax / Brax | "
+            "startup pgjax / Brax | peak RSS pgjax / Brax |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for env in dict.fromkeys(r["env"] for r in res["comparison"]):
+        rows = [r for r in res["comparison"] if r["env"] == env]
+        m = lambda f: st.mean(f(r) for r in rows)
+        out.append(f"| `{env}` | {m(lambda r: r['pgjax_over_brax_sps']):.2f} | "
+                   f"{m(lambda r: r['pgjax_over_raw']):.2f} | "
+                   f"{m(lambda r: r['brax']['steady_sps'] / r['raw_sps']):.2f} | "
+                   f"{m(lambda r: r['pgjax']['compile_s'] / r['brax']['compile_s']):.2f} | "
+                   f"{m(lambda r: r['pgjax']['startup_s'] / r['brax']['startup_s']):.2f} | "
+                   f"{m(lambda r: r['pgjax']['peak_rss_mb'] / r['brax']['peak_rss_mb']):.2f} |")
+    return out
+
+
+def returns(res) -> list[str]:
+    out = []
+    for env in dict.fromkeys(r["env"] for r in res["comparison"]):
+        rows = [r for r in res["comparison"] if r["env"] == env]
+        out += [f"`{env}` (mean over {len(rows)} seeds; per seed in brackets):", "",
+                "| env steps | pgjax | Brax |", "|---:|---|---|"]
+        for i, pt in enumerate(rows[0]["pgjax"]["points"]):
+            mine = [r["pgjax"]["points"][i]["eval_return"] for r in rows]
+            theirs = [r["brax"]["points"][i]["eval_return"] for r in rows]
+            steps_b = {r["brax"]["points"][i]["env_steps"] for r in rows}
+            assert steps_b == {pt["env_steps"]}, (steps_b, pt["env_steps"])
+            cell = lambda v: f"{st.mean(v):.0f} ({', '.join(f'{x:.0f}' for x in v)})"
+            out.append(f"| {fmt(pt['env_steps'])} | {cell(mine)} | {cell(theirs)} |")
+        out.append("")
+    return out
+
+
+def default_pool(res) -> list[str]:
+    out = ["| env | pgjax, pool per rollout | pgjax, fixed pool (seed 0) | Brax (seed 0) | "
+           "compile: per rollout / fixed / Brax (s) |", "|---|---:|---:|---:|---:|"]
+    for d in res["default_pool"]:
+        env = d["env"]
+        r = next(r for r in res["comparison"] if r["env"] == env and r["seed"] == 0)
+        p = d["pgjax_default"]
+        out.append(f"| `{env}` | {fmt(p['steady_sps'])} | {fmt(r['pgjax']['steady_sps'])} | "
+                   f"{fmt(r['brax']['steady_sps'])} | {p['compile_s']:.1f} / "
+                   f"{r['pgjax']['compile_s']:.1f} / {r['brax']['compile_s']:.1f} |")
+    return out
+
+
+def scaling(res) -> list[str]:
+    envs = [r for r in res["scaling"] if r["kind"] == "num_envs"]
+    seeds = [r for r in res["scaling"] if r["kind"] == "seeds"]
+    out = []
+    if envs:
+        out += [f"Number of environments (`{envs[0]['env']}`, one seed):", "",
+                "| envs | steps/s | compile (s) | peak RSS (MB) |", "|---:|---:|---:|---:|"]
+        out += [f"| {r['num_envs']} | {fmt(r['steady_sps'])} | {r['compile_s']:.1f} | "
+                f"{fmt(r['peak_rss_mb'])} |" for r in envs]
+        out.append("")
+    if seeds:
+        one = next(r for r in seeds if r["seeds"] == 1)
+        out += [f"Vmapped seeds (`{seeds[0]['env']}`, {seeds[0]['num_envs']} envs per seed):",
+                "", "| seeds | total steps/s | steps/s per seed | time per seed / one separate "
+                "run | compile (s) | peak RSS (MB) |", "|---:|---:|---:|---:|---:|---:|"]
+        out += [f"| {r['seeds']} | {fmt(r['steady_sps'])} | {fmt(r['steady_sps'] / r['seeds'])} | "
+                f"{one['steady_sps'] / r['steady_sps']:.2f} | {r['compile_s']:.1f} | "
+                f"{fmt(r['peak_rss_mb'])} |" for r in seeds]
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("json")
+    res = json.loads(open(p.parse_args().json).read())
+    s = res["settings"]
+    print(f"{res['machine']}, {res['cpus']} CPUs, {res['device']}, pgjax on jax "
+          f"{res['pgjax_jax']}; {s['num_envs']} envs, unroll {s['unroll']}, "
+          f"{s['steps']:,} steps, backend {s['backend']}\n")
+    for part in (comparison, returns, default_pool, scaling):
+        lines = part(res)
+        if lines:
+            print("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
