@@ -375,18 +375,18 @@ class VmappedRuns:
             "evaluate": (jax.jit(jax.vmap(trainer.evaluate)),
                          jax.jit(_single(trainer.evaluate)))}
 
-    def _call(self, name, lead, *args):
+    def _call(self, name, *args):
         batched, single = self._fns[name]
-        return (single if jax.tree.leaves(lead)[0].shape[0] == 1 else batched)(*args)
+        return (single if jax.tree.leaves(args[0])[0].shape[0] == 1 else batched)(*args)
 
     def init(self, keys, hps):
-        return self._call("init", keys, keys, hps)
+        return self._call("init", keys, hps)
 
     def chunk(self, state, hps):
-        return self._call("chunk", state, state, hps)
+        return self._call("chunk", state, hps)
 
     def evaluate(self, state, keys):
-        return self._call("evaluate", keys, state, keys)
+        return self._call("evaluate", state, keys)
 
     def restored(self, state, keys, chunk):
         """Nothing to do: the environment state is part of the checkpointed train state."""
