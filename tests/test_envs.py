@@ -18,6 +18,7 @@ def test_brax_spec(pendulum):
     assert spec.num_envs == 4 and spec.max_episode_steps == 7
 
 
+@pytest.mark.slow
 def test_brax_truncation_autoreset_keeps_final_obs(pendulum):
     state, obs = pendulum.reset(jax.random.PRNGKey(0))
     step = jax.jit(pendulum.step)

@@ -172,6 +172,7 @@ def _metrics(records):
     return [pd.read_csv(d / "metrics.csv") for d in records.run_dirs]
 
 
+@pytest.mark.slow
 def test_same_seed_same_results_and_vmapped_runs_match_single_runs(tmp_path):
     both = _metrics(run(_small(seeds=2, seed=5, out=str(tmp_path), name="both")))
     again = _metrics(run(_small(seeds=2, seed=5, out=str(tmp_path), name="again")))
@@ -192,6 +193,7 @@ def test_every_update_rule_trains_on_a_mujoco_env(algo, tmp_path):
     assert len(metrics) >= 2 and np.isfinite(metrics["eval_return"].dropna()).all()
 
 
+@pytest.mark.slow
 def test_async_vectorization_matches_sync(tmp_path):
     sync = _metrics(run(_small(out=str(tmp_path), name="sync")))[0]
     asyn = _metrics(run(_small(out=str(tmp_path), name="async", vectorization="async")))[0]

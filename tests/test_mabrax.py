@@ -174,6 +174,7 @@ def test_partition_table():
                    for line in lines), r
 
 
+@pytest.mark.slow
 def test_mabrax_env_steps():
     env = make_env("mabrax:halfcheetah_2x3", 2, episode_length=5)
     part = env.partition

@@ -95,6 +95,7 @@ def _trainer(policy, **kw):
     return trainer, hp
 
 
+@pytest.mark.slow
 def test_recurrent_carry_restarts_and_sequences_reproduce_the_behaviour_policy():
     trainer, hp = _trainer("recurrent", bptt_len=8, carry_size=16)
     state = jax.jit(trainer.init)(jax.random.PRNGKey(0), hp)
@@ -188,6 +189,7 @@ def test_memory_policies_on_the_gymnasium_host_path(policy):
     host.close()
 
 
+@pytest.mark.slow
 def test_recurrent_policy_with_continuous_actions_trains():
     import jax
 

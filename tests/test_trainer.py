@@ -50,6 +50,7 @@ def test_whole_run_function_equals_chunked_host_loop():
     chex.assert_trees_all_close(final.params, state.params, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_same_seed_twice_gives_identical_metrics(tmp_path):
     a = run(dataclasses.replace(SMALL, out=str(tmp_path), name="a", seeds=2))
     b = run(dataclasses.replace(SMALL, out=str(tmp_path), name="b", seeds=2))
@@ -107,7 +108,7 @@ def test_target_kl_early_stop_counts_steps():
     assert (steps >= 1).all() and (steps < 16).all()
 
 
-@pytest.mark.parametrize("policy", ["auto", "recurrent"])
+@pytest.mark.parametrize("policy", ["auto", pytest.param("recurrent", marks=pytest.mark.slow)])
 def test_reset_pool_redrawn_every_rollout_or_fixed(policy):
     """--reset-pool rollout redraws the restart states before every rollout (plain and BPTT
     trainers); fixed keeps each environment's one restart state for the whole run, and the
