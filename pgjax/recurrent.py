@@ -170,9 +170,7 @@ class RecurrentTrainer(Trainer):
         update key). ``state.rollout.carry`` holds the carries at its start."""
         state, k_roll, k_update = self.split(state)
         env, dist = self.env, self.policy.distribution
-        start = state.rollout
-        if self.cfg.reset_pool == "rollout":
-            start = start.replace(env_state=env.refresh(start.env_state))
+        start = state.rollout.replace(env_state=self.next_pool(state.rollout.env_state))
 
         def step(c: RecurrentCarry, t):
             h_a, d = self._actor_step(state, c.carry["actor"], c.obs)

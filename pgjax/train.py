@@ -205,11 +205,16 @@ class Trainer:
                                       iteration=state.iteration + 1)
         return new_state, metrics
 
+    def next_pool(self, env_state):
+        """The environment state a rollout starts from: its reset pool redrawn
+        (``--reset-pool rollout``) or kept (``fixed``)."""
+        return self.env.refresh(env_state) if self.cfg.reset_pool == "rollout" else env_state
+
     def iteration(self, state: TrainState, hp):
         state, k_roll, k_update = self.split(state)
+        start = state.rollout.replace(env_state=self.next_pool(state.rollout.env_state))
         carry, traj = rollout(self.env, self.policy, state.params["actor"], self._stats(state),
-                              state.rollout, k_roll, self.cfg.rollout_len,
-                              refresh=self.cfg.reset_pool == "rollout")
+                              start, k_roll, self.cfg.rollout_len, refresh=False)
         return self.learn(state.replace(rollout=carry), traj, k_update, hp)
 
     def chunk(self, state: TrainState, hp):
