@@ -1,7 +1,9 @@
 """pgjax: trust-region policy-gradient methods in pure, compiled JAX."""
 from pgjax.config import TrainConfig
-from pgjax.envs import ConfigError, make_env
-from pgjax.train import Trainer, TrainState, run
+from pgjax.errors import ConfigError
+from pgjax.envs import make_env
+from pgjax.runner import run
+from pgjax.train import Trainer, TrainState
 
 __version__ = "0.1.0"
 __all__ = ["ConfigError", "TrainConfig", "TrainState", "Trainer", "make_env", "run"]

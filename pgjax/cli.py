@@ -21,9 +21,8 @@ def train_main(argv: list[str]) -> int:
     import tyro
 
     from pgjax.config import TrainConfig
-    from pgjax.envs.core import ConfigError
-
-    from pgjax.train import TrainingError, run
+    from pgjax.errors import ConfigError, TrainingError
+    from pgjax.runner import run
 
     cfg = tyro.cli(TrainConfig, args=argv, prog="pgjax train")
     try:

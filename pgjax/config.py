@@ -16,11 +16,13 @@ from typing import Annotated, Optional
 
 import tyro
 
-from pgjax.algos import ALGORITHMS, FixPOConfig, PPOConfig, SPOConfig, TRPOConfig
-from pgjax.envs.core import ConfigError
+from pgjax.algos import ALGORITHMS, BUILTIN, FixPOConfig, PPOConfig, SPOConfig, TRPOConfig
+from pgjax.algos.multiagent import ALIASES, ORDERS, SCHEMES
+from pgjax.envs.pomdp import OBSERVE, observation_split
+from pgjax.errors import ConfigError
+from pgjax.nets import POLICIES
 
 TRAIN_TRACED = ("gamma", "gae_lambda")
-BUILTIN = ("ppo", "trpo", "spo", "fixpo")
 
 
 def load_plugins(plugins) -> None:
@@ -196,15 +198,11 @@ class TrainConfig:
     def rule(self) -> str:
         """The update rule's name (``ppo`` for ``--algo happo``): the prefix of its
         ``--<rule>.*`` options and traced hyperparameters."""
-        from pgjax.multiagent import ALIASES
-
         return ALIASES[self.algo][0] if self.algo in ALIASES else self.algo
 
     @property
     def scheme(self) -> Optional[str]:
         """The multi-agent scheme, or None for single-agent training."""
-        from pgjax.multiagent import ALIASES
-
         if self.algo in ALIASES:
             return ALIASES[self.algo][1]
         if self.agent_update is not None:
@@ -220,8 +218,6 @@ class TrainConfig:
         if rule in BUILTIN:
             return getattr(self, rule)
         if rule not in ALGORITHMS:
-            from pgjax.multiagent import ALIASES
-
             raise ConfigError(f"unknown algorithm '{self.algo}'; use --algo with one of "
                               f"{', '.join([*ALGORITHMS, *ALIASES])} (or register one from "
                               f"--plugins)")
@@ -299,9 +295,6 @@ class TrainConfig:
         if self.vectorization not in ("sync", "async"):
             raise ConfigError(f"unknown vectorization '{self.vectorization}'; pass "
                               f"--vectorization sync or async")
-        from pgjax.envs.pomdp import OBSERVE, observation_split
-        from pgjax.nets import POLICIES
-
         if self.observe not in OBSERVE:
             raise ConfigError(f"unknown observe '{self.observe}'; pass --observe with one of "
                               f"{', '.join(OBSERVE)}")
@@ -360,8 +353,6 @@ class TrainConfig:
         return d
 
     def _validate_agents(self) -> None:
-        from pgjax.multiagent import ALIASES, ORDERS, SCHEMES
-
         family = self.env.split(":")[0]
         if self.agent_update is not None and self.agent_update not in SCHEMES:
             raise ConfigError(f"unknown agent update '{self.agent_update}'; pass --agent-update "

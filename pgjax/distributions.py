@@ -1,7 +1,9 @@
 """Action distributions as pure functions over a parameter pytree.
 
-Diagonal Gaussian with a state-independent log-std (``{"mean": [..., A], "log_std": [A]}``)
-and categorical (``{"logits": [..., K]}``). Log-probabilities, entropies and KL divergences are
+Diagonal Gaussian with a state-independent log-std (``{"mean": [..., A], "log_std": [A]}``,
+optionally ``"mask"``: only dimensions with mask 1 count, for padded multi-agent actions),
+categorical (``{"logits": [..., K]}``) and the stateful policy's product of either with a
+Gaussian over the next internal state. Log-probabilities, entropies and KL divergences are
 joint over action dimensions. Written here rather than taken from distrax because the
 trust-region algorithms need the per-state KL between parameter pytrees under ``vmap`` and
 ``jvp``, and these few lines are all of it.
@@ -9,7 +11,7 @@ trust-region algorithms need the per-state KL between parameter pytrees under ``
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -29,21 +31,26 @@ class Gaussian(NamedTuple):
         return d["mean"]
 
     @staticmethod
+    def _sum(d, x):
+        """Sum over action dimensions, of the unmasked ones when ``d`` has a mask."""
+        return jnp.sum(x * d["mask"] if "mask" in d else x, axis=-1)
+
+    @staticmethod
     def log_prob(d, a):
         z = (a - d["mean"]) * jnp.exp(-d["log_std"])
-        return jnp.sum(-0.5 * z**2 - d["log_std"] - 0.5 * _LOG_2PI, axis=-1)
+        return Gaussian._sum(d, -0.5 * z**2 - d["log_std"] - 0.5 * _LOG_2PI)
 
     @staticmethod
     def entropy(d):
-        ent = jnp.sum(d["log_std"] + 0.5 * (1.0 + _LOG_2PI), axis=-1)
-        return jnp.broadcast_to(ent, d["mean"].shape[:-1])
+        ent = jnp.broadcast_to(d["log_std"] + 0.5 * (1.0 + _LOG_2PI), d["mean"].shape)
+        return Gaussian._sum(d, ent)
 
     @staticmethod
     def kl(p, q):
         """KL(p || q) per state, summed over action dimensions."""
         var_ratio = jnp.exp(2 * (p["log_std"] - q["log_std"]))
         t = ((p["mean"] - q["mean"]) * jnp.exp(-q["log_std"])) ** 2
-        return jnp.sum(0.5 * (var_ratio + t - 1.0) - (p["log_std"] - q["log_std"]), axis=-1)
+        return Gaussian._sum(p, 0.5 * (var_ratio + t - 1.0) - (p["log_std"] - q["log_std"]))
 
 
 class Categorical(NamedTuple):
@@ -71,6 +78,53 @@ class Categorical(NamedTuple):
     def kl(p, q):
         lp, lq = jax.nn.log_softmax(p["logits"]), jax.nn.log_softmax(q["logits"])
         return jnp.sum(jnp.exp(lp) * (lp - lq), axis=-1)
+
+
+class StatefulDistribution(NamedTuple):
+    """Product of the task's action distribution (``base``: Gaussian or categorical) and a
+    diagonal Gaussian over the next internal state z' (S2PG). Actions are float vectors
+    ``[a, z']`` (a discrete a is stored as a float in the first entry). Parameters:
+    ``{"a": base params, "z_mean": [..., Z], "z_log_std": [..., Z]}``."""
+
+    base: Any
+    a_size: int  # entries of the action vector that belong to a (1 for a discrete a)
+    kind: str = "stateful"
+
+    def _split(self, x):
+        a, z = x[..., :self.a_size], x[..., self.a_size:]
+        if isinstance(self.base, Categorical):
+            a = a[..., 0].astype(jnp.int32)
+        return a, z
+
+    def _join(self, a, z):
+        if isinstance(self.base, Categorical):
+            a = a[..., None].astype(z.dtype)
+        return jnp.concatenate([a, z], -1)
+
+    @staticmethod
+    def _z(d):
+        return {"mean": d["z_mean"], "log_std": d["z_log_std"]}
+
+    def sample(self, d, key):
+        k_a, k_z = jax.random.split(key)
+        return self._join(self.base.sample(d["a"], k_a), Gaussian.sample(self._z(d), k_z))
+
+    def mode(self, d):
+        return self._join(self.base.mode(d["a"]), d["z_mean"])
+
+    def log_prob(self, d, x):
+        a, z = self._split(x)
+        return self.base.log_prob(d["a"], a) + Gaussian.log_prob(self._z(d), z)
+
+    def entropy(self, d):
+        return self.base.entropy(d["a"]) + Gaussian.entropy(self._z(d))
+
+    def kl(self, p, q):
+        return self.base.kl(p["a"], q["a"]) + Gaussian.kl(self._z(p), self._z(q))
+
+    def z_log_prob(self, d, x):
+        """log pi_z(z' | o, z) alone (for diagnostics)."""
+        return Gaussian.log_prob(self._z(d), self._split(x)[1])
 
 
 def broadcast_params(d, batch_shape):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from pgjax.envs.core import ConfigError
+from pgjax.errors import ConfigError
 
 SKIP = ("iteration", "env_steps")
 

@@ -1,17 +1,19 @@
-"""Actor-critic networks: separate actor and critic MLPs with orthogonal initialisation
-(gain sqrt(2) on hidden layers, 0.01 on the policy head, 1.0 on the value head), as in the
-reference PPO implementations (Huang et al. 2022, "The 37 Implementation Details of PPO")."""
+"""The networks of every policy kind: actor and critic MLPs, the stateful (S2PG) actor and
+the GRU actor and critic, with orthogonal initialisation (gain sqrt(2) on hidden layers, 0.01
+on the policy head, 1.0 on the value head), as in the reference PPO implementations (Huang et
+al. 2022, "The 37 Implementation Details of PPO")."""
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple, Sequence
+from typing import Callable, Sequence
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from pgjax.distributions import Categorical, Gaussian
-from pgjax.envs.core import ActionSpace, ConfigError
+from pgjax.errors import ConfigError
+from pgjax.envs.core import ActionSpace
 
 ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "elu": nn.elu, "silu": nn.silu}
 
@@ -51,6 +53,13 @@ def _dense(features, gain):
     return nn.Dense(features, kernel_init=orthogonal(gain), bias_init=nn.initializers.zeros)
 
 
+def mlp_body(x, hidden: Sequence[int], activation: Callable):
+    """The hidden layers of an MLP, created in the calling compact module's scope."""
+    for width in hidden:
+        x = activation(_dense(width, math.sqrt(2))(x))
+    return x
+
+
 class MLP(nn.Module):
     hidden: Sequence[int]
     out: int
@@ -59,9 +68,18 @@ class MLP(nn.Module):
 
     @nn.compact
     def __call__(self, x):
-        for h in self.hidden:
-            x = self.activation(_dense(h, math.sqrt(2))(x))
+        x = mlp_body(x, self.hidden, self.activation)  # before the head: layer names in order
         return _dense(self.out, self.out_gain)(x)
+
+
+def _action_head(module, feats, action: ActionSpace, init_log_std: float, gain: float):
+    """Distribution parameters of ``action`` from features: a Gaussian (mean, state-
+    independent log-std) or categorical logits."""
+    if action.kind == "box":
+        mean = _dense(action.n, gain)(feats)
+        log_std = module.param("log_std", nn.initializers.constant(init_log_std), (action.n,))
+        return {"mean": mean, "log_std": log_std}
+    return {"logits": _dense(action.n, gain)(feats)}
 
 
 class GaussianActor(nn.Module):
@@ -99,57 +117,106 @@ class Critic(nn.Module):
         return MLP(self.hidden, 1, 1.0, self.activation)(obs)[..., 0]
 
 
-class ActorCritic(NamedTuple):
-    """A policy kind: how to build parameters and turn observations into action distributions
-    and values. ``params = {"actor": ..., "critic": ...}``.
+class StatefulActor(nn.Module):
+    """S2PG actor over ``[o, z]``: a GRU-style update of z from features of o gives the mean
+    of z'; the action head reads the features and that mean. z' has its own learned
+    log-std, initially ``log(z_std)``."""
 
-    dist(actor_params, obs [B, *obs]) -> distribution parameters (pytree, batched over B)
-    value(critic_params, obs [B, *obs]) -> [B]
-    """
+    obs_size: int
+    z_dim: int
+    hidden: Sequence[int]
+    action: ActionSpace
+    activation: Callable = nn.tanh
+    init_log_std: float = 0.0
+    z_std: float = 0.1
+    head_gain: float = 0.01
 
-    actor: nn.Module
-    critic: nn.Module
-    distribution: object  # Gaussian() or Categorical()
+    @nn.compact
+    def __call__(self, x):
+        o, z = x[..., :self.obs_size], x[..., self.obs_size:]
+        h = mlp_body(o, self.hidden, self.activation)
+        z_mean, _ = nn.GRUCell(self.z_dim, recurrent_kernel_init=orthogonal(1.0))(z, h)
+        feats = jnp.concatenate([h, z_mean], -1)
+        a = _action_head(self, feats, self.action, self.init_log_std, self.head_gain)
+        z_log_std = self.param("z_log_std", nn.initializers.constant(math.log(self.z_std)),
+                               (self.z_dim,))
+        return {"a": a, "z_mean": z_mean, "z_log_std": z_log_std}
 
-    def init(self, key, obs_shape):
-        k_a, k_c = jax.random.split(key)
-        dummy = jnp.zeros((1,) + tuple(obs_shape))
-        return {"actor": self.actor.init(k_a, dummy), "critic": self.critic.init(k_c, dummy)}
 
-    def dist(self, actor_params, obs):
-        return self.actor.apply(actor_params, obs)
+class GRUNet(nn.Module):
+    """features = MLP body(o); h' = GRU(h, features); output = head(h'). One step on [N, D]
+    with carry [N, H]."""
 
-    def value(self, critic_params, obs):
-        return self.critic.apply(critic_params, obs)
+    hidden: Sequence[int]
+    carry_size: int
+    out: int
+    out_gain: float
+    activation: Callable = nn.tanh
+
+    @nn.compact
+    def __call__(self, h, o):
+        x = mlp_body(o, self.hidden, self.activation)
+        h, y = nn.GRUCell(self.carry_size, recurrent_kernel_init=orthogonal(1.0))(h, x)
+        return h, _dense(self.out, self.out_gain)(y)
+
+
+class RecurrentActor(nn.Module):
+    hidden: Sequence[int]
+    carry_size: int
+    action: ActionSpace
+    activation: Callable
+    init_log_std: float
+    head_gain: float
+
+    @nn.compact
+    def __call__(self, h, o):
+        h, y = GRUNet(self.hidden, self.carry_size, self.action.n, self.head_gain,
+                      self.activation)(h, o)
+        if self.action.kind == "box":
+            log_std = self.param("log_std", nn.initializers.constant(self.init_log_std),
+                                 (self.action.n,))
+            # batch-shaped, so that per-step outputs stack over time like the mean
+            return h, {"mean": y, "log_std": jnp.broadcast_to(log_std, y.shape)}
+        return h, {"logits": y}
+
+
+class RecurrentCritic(nn.Module):
+    hidden: Sequence[int]
+    carry_size: int
+    activation: Callable
+
+    @nn.compact
+    def __call__(self, h, o):
+        h, y = GRUNet(self.hidden, self.carry_size, 1, 1.0, self.activation)(h, o)
+        return h, y[..., 0]
 
 
 POLICIES = ("auto", "gaussian", "categorical", "stateful", "window", "recurrent")
 
 
-def make_actor_critic(action: ActionSpace, policy: str = "auto",
-                      actor_hidden: Sequence[int] = (64, 64),
-                      critic_hidden: Sequence[int] = (64, 64), activation: str = "tanh",
-                      init_log_std: float = 0.0, head_gain: float = 0.01) -> ActorCritic:
-    """``policy`` is ``auto`` (Gaussian for Box, categorical for Discrete) or an explicit kind,
-    checked against the environment's action space."""
-    if activation not in ACTIVATIONS:
-        raise ConfigError(f"unknown activation '{activation}'; use one of {', '.join(ACTIVATIONS)}")
+def activation_fn(name: str) -> Callable:
+    if name not in ACTIVATIONS:
+        raise ConfigError(f"unknown activation '{name}'; use one of {', '.join(ACTIVATIONS)}")
+    return ACTIVATIONS[name]
+
+
+def feedforward_actor(action: ActionSpace, policy: str, hidden: Sequence[int],
+                      activation: str, init_log_std: float = 0.0, head_gain: float = 0.01):
+    """(actor module, distribution) of a feedforward policy: ``policy`` is ``auto``
+    (Gaussian for Box, categorical for Discrete) or an explicit kind, checked against the
+    environment's action space."""
+    act = activation_fn(activation)
     if policy not in POLICIES[:3]:
         raise ConfigError(f"unknown policy '{policy}'; use --policy with one of {', '.join(POLICIES)}")
     if policy == "auto":
         policy = "gaussian" if action.kind == "box" else "categorical"
-    act = ACTIVATIONS[activation]
     if policy == "gaussian":
         if action.kind != "box":
             raise ConfigError(f"policy 'gaussian' needs a continuous (Box) action space but the "
                               f"environment's is {action.kind}; use --policy categorical or auto")
-        actor = GaussianActor(tuple(actor_hidden), action.n, act, init_log_std, head_gain)
-        dist = Gaussian()
-    else:
-        if action.kind != "discrete":
-            raise ConfigError(f"policy 'categorical' needs a discrete action space but the "
-                              f"environment's is {action.kind} ({action.n}-dim); use --policy "
-                              f"gaussian or auto")
-        actor = CategoricalActor(tuple(actor_hidden), action.n, act, head_gain)
-        dist = Categorical()
-    return ActorCritic(actor, Critic(tuple(critic_hidden), act), dist)
+        return GaussianActor(tuple(hidden), action.n, act, init_log_std, head_gain), Gaussian()
+    if action.kind != "discrete":
+        raise ConfigError(f"policy 'categorical' needs a discrete action space but the "
+                          f"environment's is {action.kind} ({action.n}-dim); use --policy "
+                          f"gaussian or auto")
+    return CategoricalActor(tuple(hidden), action.n, act, head_gain), Categorical()

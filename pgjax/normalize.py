@@ -1,4 +1,4 @@
-"""Running mean/variance statistics (parallel Welford merge) for observation normalisation and
+"""Running mean/variance statistics (parallel Welford merge), observation normalisation and
 reward scaling. The statistics are a pytree that lives in the train state and checkpoint."""
 from __future__ import annotations
 
@@ -32,3 +32,19 @@ def update_stats(stats: RunningStats, x: jax.Array) -> RunningStats:
 
 def normalize(stats: RunningStats, x: jax.Array, clip: float = 10.0) -> jax.Array:
     return jnp.clip((x - stats.mean) / jnp.sqrt(stats.var + 1e-8), -clip, clip)
+
+
+def scale_rewards(ret_stats: RunningStats, ret_acc, reward, done, gamma):
+    """Divide rewards [T, N] by the running std of the discounted return (then clip to
+    +-10), updating the statistics step by step. Returns (ret_stats, ret_acc, scaled)."""
+
+    def step(c, x):
+        stats, acc = c
+        r, d = x
+        acc = acc * gamma + r
+        stats = update_stats(stats, acc)
+        scaled = jnp.clip(r / jnp.sqrt(stats.var + 1e-8), -10.0, 10.0)
+        return (stats, jnp.where(d, 0.0, acc)), scaled
+
+    (ret_stats, ret_acc), scaled = jax.lax.scan(step, (ret_stats, ret_acc), (reward, done))
+    return ret_stats, ret_acc, scaled

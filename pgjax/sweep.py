@@ -44,7 +44,7 @@ import tomllib
 from pathlib import Path
 
 from pgjax.config import TrainConfig
-from pgjax.envs.core import ConfigError
+from pgjax.errors import ConfigError
 from pgjax.records import atomic_write_json, is_finished
 
 TOP_KEYS = {"name", "out", "algos", "envs", "seeds", "seed", "config", "env_config", "grid",
@@ -159,7 +159,7 @@ class Sweep:
 
     def run(self, log=print) -> dict:
         """Run every unfinished group; returns the sweep status."""
-        from pgjax.train import run
+        from pgjax.runner import run
 
         self.root.mkdir(parents=True, exist_ok=True)
         status = self.status()

@@ -6,7 +6,7 @@ import pytest
 from scipy import stats
 
 from pgjax.distributions import Categorical, Gaussian
-from pgjax.nets import make_actor_critic
+from pgjax.policies import make_actor_critic
 from pgjax.envs import ActionSpace, ConfigError
 from pgjax.normalize import init_stats, normalize, update_stats
 

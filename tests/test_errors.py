@@ -3,8 +3,7 @@ import dataclasses
 
 import pytest
 
-import pgjax.host
-import pgjax.train
+import pgjax.runner
 from pgjax import ConfigError, TrainConfig
 from pgjax.algos import PPOConfig
 from pgjax.cli import main
@@ -37,8 +36,7 @@ def test_cli_bad_input_is_one_line_before_compiling(args, message, capsys, monke
     def no_compile(*a, **k):
         raise AssertionError("compilation started before the input was checked")
 
-    monkeypatch.setattr(pgjax.train, "VmappedRuns", no_compile)
-    monkeypatch.setattr(pgjax.host, "HostRuns", no_compile)
+    monkeypatch.setattr(pgjax.runner, "VmappedRuns", no_compile)
     code = main(["train", "--out", str(tmp_path), *args])
     err = capsys.readouterr().err.strip()
     assert code == 2

@@ -1,5 +1,6 @@
 """The Gymnasium path: spaces and errors, same-step autoreset (no reset step in a batch),
-truncation bootstrapping from the real final observation, seeding, and the host loop."""
+truncation bootstrapping from the real final observation, seeding, and host stepping inside
+the compiled program."""
 from __future__ import annotations
 
 import gymnasium as gym
@@ -12,9 +13,11 @@ from gymnasium import spaces
 from pgjax.algos import PPOConfig
 from pgjax.config import TrainConfig
 from pgjax.envs import ConfigError, make_env
-from pgjax.host import HostRuns
+import chex
+
 from pgjax.normalize import normalize
-from pgjax.train import Trainer, run, run_keys, stack_hparams
+from pgjax.runner import run, run_keys, stack_hparams
+from pgjax.train import Trainer
 
 PROBE_LIMIT = 6
 
@@ -94,16 +97,15 @@ def _probe_rollout(runs=2, num_envs=3, rollout_len=25):
     cfg = TrainConfig(env="gym:PgjaxProbe-v0", seeds=runs, num_envs=num_envs,
                       rollout_len=rollout_len, ppo=PPOConfig(minibatches=1), quiet=True)
     trainer = Trainer(cfg)
-    host = HostRuns(trainer, runs)
     train_keys, _ = run_keys(cfg.runs())
-    state = host.init(train_keys, stack_hparams(cfg.runs()))
-    state, k_roll, _ = host._split(state)
-    traj = host.collect(state, k_roll)
-    return cfg, trainer, host, state, traj
+    state = jax.jit(jax.vmap(trainer.init))(train_keys, stack_hparams(cfg.runs()))
+    state, k_roll, _ = jax.vmap(trainer.split)(state)
+    _, traj = jax.jit(jax.vmap(trainer.collect))(state, k_roll)
+    return cfg, trainer, state, jax.tree.map(np.asarray, traj)  # traj [R, T, N, ...]
 
 
 def test_autoreset_step_never_enters_a_batch():
-    cfg, trainer, host, _, traj = _probe_rollout()
+    cfg, trainer, _, traj = _probe_rollout()
     R, T, N = traj.reward.shape
     obs, fin = traj.obs, traj.final_obs
     done = traj.terminated | traj.truncated
@@ -119,7 +121,7 @@ def test_autoreset_step_never_enters_a_batch():
     np.testing.assert_array_equal(nxt[:, 0], fin[:, :-1][done[:, :-1]][:, 0] + 1)
     # The environments really stepped exactly T times each, with exactly the batch's actions:
     # no step whose action was ignored, none missing.
-    envs = host.venv.venv.envs
+    envs = trainer.env.venv.venv.envs
     for r in range(R):
         for n in range(N):
             stepped = envs[r * N + n].unwrapped.stepped
@@ -134,21 +136,22 @@ def test_autoreset_step_never_enters_a_batch():
     L = traj.episode_length[done]
     np.testing.assert_array_equal(traj.episode_return[done], L * (L + 1) / 2)
     np.testing.assert_array_equal(L, fin[..., 1][done])
-    host.close()
+    trainer.close()
 
 
 def test_truncation_bootstraps_from_the_real_final_observation():
-    cfg, trainer, host, state, traj = _probe_rollout()
+    cfg, trainer, state, traj = _probe_rollout()
     hp = jax.tree.map(lambda x: x[0], stack_hparams(cfg.runs()))
     one = jax.tree.map(lambda x: jnp.asarray(x[0]), traj)
     s0 = jax.tree.map(lambda x: x[0], state)
-    batch, _, extras = trainer.make_batch(s0, one, hp)
+    prep = trainer.make_batch(s0, one, hp)
+    batch = prep.batch
     gamma = hp["gamma"]
     norm = lambda x: normalize(s0.obs_stats, x)
     v_final = trainer.policy.value(s0.params["critic"], norm(one.final_obs))
     v_next_obs = trainer.policy.value(s0.params["critic"], norm(jnp.roll(one.obs, -1, 0)))
     ret = batch.ret.reshape(one.reward.shape)
-    reward = extras["reward"]
+    reward = prep.reward
     trunc, term = np.asarray(one.truncated), np.asarray(one.terminated)
     # At a truncation the GAE target is r + gamma * V(real final obs), not V(reset obs).
     np.testing.assert_allclose(ret[trunc], (reward + gamma * v_final)[trunc], rtol=1e-5)
@@ -157,7 +160,7 @@ def test_truncation_bootstraps_from_the_real_final_observation():
     assert np.all(np.abs((v_final - v_next_obs)[t_in]) > 1e-6)
     # At a termination there is no bootstrap.
     np.testing.assert_allclose(ret[term], reward[term], rtol=1e-5)
-    host.close()
+    trainer.close()
 
 
 def _small(**kw):
@@ -201,10 +204,12 @@ def test_async_vectorization_matches_sync(tmp_path):
     np.testing.assert_allclose(sync[cols].to_numpy(float), asyn[cols].to_numpy(float))
 
 
-def test_host_loop_compiles_act_and_update_once(tmp_path):
+def test_host_stepped_run_compiles_its_chunk_and_update_once(tmp_path):
     cfg = _small(steps=3 * 2 * 128, out=str(tmp_path), name="once")
     trainer = Trainer(cfg)
     assert cfg.num_chunks == 3
+    # chex.assert_max_traces raises if a function is traced a second time: the chunk (with
+    # the Gymnasium steps inside it) and the update compile once for the whole run
+    for name in ("init", "chunk", "learn", "evaluate"):
+        setattr(trainer, name, chex.assert_max_traces(getattr(trainer, name), n=1))
     run(cfg, trainer=trainer)
-    # learn is traced once for the whole run (the JAX path's chunk never runs here)
-    assert trainer.trace_counts["learn"] == 1 and trainer.trace_counts["chunk"] == 0

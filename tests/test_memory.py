@@ -1,6 +1,6 @@
 """Policies with memory: internal state, observation window and recurrent carry restart at
 every episode boundary (episodes of mixed lengths inside one batch, on the JAX path and on
-the Gymnasium host path), and recurrent sequence batches reproduce the behaviour policy."""
+Gymnasium environments stepped on the host), and recurrent sequence batches reproduce the behaviour policy."""
 from __future__ import annotations
 
 import jax
@@ -11,8 +11,9 @@ import pytest
 from pgjax import TrainConfig
 from pgjax.envs.core import ActionSpace, EnvSpec
 from pgjax.envs.functional import VectorEnv
-from pgjax.memory import StatefulEnv, WindowEnv
-from pgjax.train import make_trainer, stack_hparams
+from pgjax.envs.memory import StatefulEnv, WindowEnv
+from pgjax.runner import run_keys, stack_hparams
+from pgjax.train import make_trainer
 
 
 def _counter_env(num_envs: int, limit: int = 7) -> VectorEnv:
@@ -108,13 +109,13 @@ def test_recurrent_carry_restarts_and_sequences_reproduce_the_behaviour_policy()
         return update(params, algo_state, batch, key, hp_, progress)
 
     trainer.algo = trainer.algo._replace(update=spy)
-    learn = trainer.learn_sequences
+    learn = trainer.learn
 
-    def spy_learn(st, traj, carry0, k, hp_):
+    def spy_learn(st, traj, k, hp_, carry0):
         captured["traj"] = traj
-        return learn(st, traj, carry0, k, hp_)
+        return learn(st, traj, k, hp_, carry0)
 
-    trainer.learn_sequences = spy_learn
+    trainer.learn = spy_learn
     start_carry = state.rollout.carry
     new_state, _ = trainer.iteration(state, hp)
     batch, traj = captured["batch"], captured["traj"]
@@ -156,11 +157,8 @@ def test_recurrent_carry_restarts_and_sequences_reproduce_the_behaviour_policy()
 
 @pytest.mark.parametrize("policy", ["stateful", "window"])
 def test_memory_policies_on_the_gymnasium_host_path(policy):
-    """Episodes of mixed lengths (CartPole under a random policy) through the host loop:
+    """Episodes of mixed lengths (CartPole under a random policy) stepped on the host:
     z / the window restart at every episode start."""
-    from pgjax.host import HostRuns
-    from pgjax.train import run_keys
-
     cfg = TrainConfig(env="gym:CartPole-v1", policy=policy, num_envs=4, rollout_len=64,
                       steps=256, eval_every=1, quiet=True, z_dim=4, window=3,
                       ppo=TrainConfig().ppo.__class__(minibatches=4))
@@ -168,9 +166,9 @@ def test_memory_policies_on_the_gymnasium_host_path(policy):
     runs = cfg.runs()
     keys, _ = run_keys(runs)
     hps = stack_hparams(runs)
-    host = HostRuns(trainer, len(runs))
-    state = host.init(keys, hps)
-    traj = host.collect(state, jax.random.split(jax.random.PRNGKey(3), len(runs)))
+    state = jax.jit(jax.vmap(trainer.init))(keys, hps)
+    _, traj = jax.jit(jax.vmap(trainer.collect))(
+        state, jax.random.split(jax.random.PRNGKey(3), len(runs)))
     obs = np.asarray(traj.obs)[0]  # [T, N, D]
     done = np.asarray(traj.terminated | traj.truncated)[0]
     action = np.asarray(traj.action)[0]
@@ -186,7 +184,7 @@ def test_memory_policies_on_the_gymnasium_host_path(policy):
             np.testing.assert_array_equal(w[new][:, :2], 0.0)
             prev = obs[t - 1].reshape(obs.shape[1], 3, 4)
             np.testing.assert_allclose(w[~new][:, :2], prev[~new][:, 1:])
-    host.close()
+    trainer.close()
 
 
 @pytest.mark.slow
@@ -198,7 +196,7 @@ def test_recurrent_policy_with_continuous_actions_trains():
                       eval_envs=2, episode_length=20, seeds=2, quiet=True,
                       ppo=TrainConfig().ppo.__class__(minibatches=2, epochs=2))
     trainer = make_trainer(cfg)
-    from pgjax.train import VmappedRuns, run_keys
+    from pgjax.runner import VmappedRuns
 
     fns = VmappedRuns(trainer)
     keys, ekeys = run_keys(cfg.runs())

@@ -13,9 +13,11 @@ from pgjax import TrainConfig
 from pgjax.algos import ALGORITHMS, Algorithm, AlgoConfig, Batch
 from pgjax.envs.core import ActionSpace, ConfigError, EnvSpec
 from pgjax.envs.multiagent import Partition, make_matrix_game, single_agent_partition
-from pgjax.multiagent import MultiAgentBatch, agent_order, make_agent_nets, make_combinator
-from pgjax.nets import make_actor_critic
-from pgjax.train import Trainer, make_trainer, stack_hparams
+from pgjax.algos.multiagent import MultiAgentBatch, agent_order, make_combinator
+from pgjax.policies import make_agent_nets
+from pgjax.policies import make_actor_critic
+from pgjax.runner import stack_hparams
+from pgjax.train import Trainer, make_trainer
 
 RULES = ["ppo", "trpo", "spo", "fixpo"]
 
@@ -210,7 +212,7 @@ def test_matrix_game_env():
 
 @pytest.mark.parametrize("algo", ["happo", "hatrpo", "haspo", "hafixpo", "mappo", "ippo"])
 def test_every_scheme_trains_on_a_matrix_game(algo, tmp_path):
-    from pgjax.train import run
+    from pgjax.runner import run
 
     cfg = TrainConfig(algo=algo, env="matrix:penalty", num_envs=32, rollout_len=4, steps=256,
                       eval_every=2, eval_envs=2, seeds=2, quiet=True, out=str(tmp_path),

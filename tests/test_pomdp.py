@@ -153,30 +153,30 @@ def test_filter_jax_env(observe):
 
 
 def test_filter_gym_host_env():
-    full = make_gym_env("Hopper-v5", 2, episode_length=3)
-    env = filter_env(full, "gym:Hopper-v5", "velocities")
+    full = make_gym_env("Hopper-v5", 2, episode_length=3)  # each with its own vector env
+    env = filter_env(make_gym_env("Hopper-v5", 2, episode_length=3), "gym:Hopper-v5",
+                     "velocities")
     idx = observation_split("gym:Hopper-v5")["velocities"]
     assert env.host and env.spec.obs_shape == (6,) and env.spec.action == full.spec.action
-    assert env.env_id == "Hopper-v5"  # delegated
-    venv, fvenv = env.open(), full.open()
     try:
-        assert venv.n == 2
-        obs, fobs = venv.reset([1, 2]), fvenv.reset([1, 2])
+        key = jax.random.PRNGKey(1)
+        (s, obs), (fs, fobs) = env.reset(key), full.reset(key)
         assert obs.shape == (2, 6)
-        np.testing.assert_array_equal(obs, fobs[:, idx])
-        action = np.full((2, 3), 0.5, np.float32)
+        np.testing.assert_array_equal(obs, np.asarray(fobs)[:, idx])
+        action = jnp.full((2, 3), 0.5, jnp.float32)
         for t in range(3):
-            out, fout = venv.step(action), fvenv.step(action)
-            assert out[0].shape == out[4].shape == (2, 6)
-            np.testing.assert_array_equal(out[0], fout[0][:, idx])
-            np.testing.assert_array_equal(out[4], fout[4][:, idx])
-            for a, b in zip(out[1:4] + out[5:], fout[1:4] + fout[5:]):
-                np.testing.assert_array_equal(a, b)
-        assert (out[2] | out[3]).all()  # episodes ended at the limit: final_obs filtered too
-        assert not np.allclose(out[0], out[4])
+            (s, out), (fs, fout) = jax.jit(env.step)(s, action), jax.jit(full.step)(fs, action)
+            assert out.obs.shape == out.final_obs.shape == (2, 6)
+            np.testing.assert_array_equal(out.obs, np.asarray(fout.obs)[:, idx])
+            np.testing.assert_array_equal(out.final_obs, np.asarray(fout.final_obs)[:, idx])
+            for name in ("reward", "terminated", "truncated", "episode_return",
+                         "episode_length"):
+                np.testing.assert_array_equal(getattr(out, name), getattr(fout, name))
+        assert (out.terminated | out.truncated).all()  # ended at the limit: final_obs filtered
+        assert not np.allclose(out.obs, out.final_obs)
     finally:
-        venv.close()
-        fvenv.close()
+        env.close()
+        full.close()
 
 
 # -- memory probe --------------------------------------------------------------------------

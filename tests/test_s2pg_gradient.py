@@ -15,8 +15,10 @@ from pgjax import TrainConfig
 from pgjax.algos.ppo import PPOConfig, clipped_surrogate, make_loss
 from pgjax.envs.core import ActionSpace, EnvSpec
 from pgjax.envs.functional import VectorEnv
-from pgjax.memory import StatefulEnv, make_stateful_policy
-from pgjax.train import Trainer, stack_hparams
+from pgjax.envs.memory import StatefulEnv
+from pgjax.policies import make_stateful_policy
+from pgjax.runner import stack_hparams
+from pgjax.train import Trainer
 
 
 def cue_env(num_envs: int) -> VectorEnv:
@@ -42,10 +44,8 @@ def test_s2pg_gradient_matches_the_exact_gradient():
                       num_envs=n, rollout_len=2, gamma=1.0, gae_lambda=1.0,
                       normalize_obs=False, normalize_reward=False,
                       ppo=PPOConfig(norm_adv=False, ent_coef=0.0, minibatches=1))
-    trainer = Trainer(cfg)
-    trainer.env = StatefulEnv(cue_env(n), z_dim=1)
-    trainer._frozen = None
-    trainer.set_policy(make_stateful_policy(trainer.env, cfg))
+    env = StatefulEnv(cue_env(n), z_dim=1)
+    trainer = Trainer(cfg, env=env, policy=make_stateful_policy(env, cfg))
     policy = trainer.policy
     hp = {k: v[0] for k, v in stack_hparams(cfg.runs()).items()}
     state = jax.jit(trainer.init)(jax.random.PRNGKey(0), hp)
@@ -78,7 +78,7 @@ def test_s2pg_gradient_matches_the_exact_gradient():
     _, traj = jax.jit(lambda s, k: rollout(trainer.env, policy, s.params["actor"], None,
                                            s.rollout, k, 2))(state, k_roll)
     assert bool(traj.terminated[1].all()) and not bool(traj.terminated[0].any())
-    batch, _, _ = jax.jit(trainer.make_batch)(state, traj, hp)
+    batch = jax.jit(trainer.make_batch)(state, traj, hp).batch
     loss_fn = make_loss(cfg.ppo, policy, clipped_surrogate)
     ppo_hp = {k.split(".")[1]: v for k, v in hp.items() if k.startswith("ppo.")}
     groups = 16

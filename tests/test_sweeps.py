@@ -21,7 +21,7 @@ from pgjax import TrainConfig, run
 from pgjax.algos import FixPOConfig, PPOConfig
 from pgjax.envs import ConfigError
 from pgjax.sweep import Sweep
-from pgjax.train import TrainingError
+from pgjax.errors import TrainingError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,7 +68,7 @@ class Interrupt(Exception):
 
 
 def _interrupting(monkeypatch, after_chunks: int):
-    import pgjax.train as train_mod
+    import pgjax.runner as train_mod
 
     real = train_mod.VmappedRuns
 
@@ -113,12 +113,12 @@ def test_resume_refuses_a_different_config(tmp_path):
 
 
 def test_gymnasium_run_resumes_and_completes(tmp_path, monkeypatch):
-    import pgjax.host as host_mod
+    import pgjax.runner as runner_mod
 
     cfg = TrainConfig(env="gym:CartPole-v1", num_envs=2, rollout_len=32, eval_every=2,
                       eval_envs=2, steps=2 * 32 * 2 * 3, quiet=True, out=str(tmp_path),
                       name="g", ppo=PPOConfig(epochs=1, minibatches=2))
-    real = host_mod.HostRuns.chunk
+    real = runner_mod.VmappedRuns.chunk
     calls = [0]
 
     def crash(self, *a):
@@ -128,7 +128,7 @@ def test_gymnasium_run_resumes_and_completes(tmp_path, monkeypatch):
         return real(self, *a)
 
     with monkeypatch.context() as m:
-        m.setattr(host_mod.HostRuns, "chunk", crash)
+        m.setattr(runner_mod.VmappedRuns, "chunk", crash)
         with pytest.raises(Interrupt):
             run(cfg)
     records = run(dataclasses.replace(cfg, resume=True))
@@ -247,7 +247,7 @@ spec = {"name": sys.argv[2], "out": sys.argv[1], "algos": ["ppo", "trpo"],
                    "trpo.vf_minibatches": 4},
         "grid": {"ppo.lr": [1e-4, 3e-4]}}
 Sweep.from_dict(spec).run(log=lambda *a: None)
-from pgjax.train import Placement
+from pgjax.runner import Placement
 p = Placement(6, spec["config"]["shard"])
 assert (p.num_devices, p.padded) == ((4, 8) if spec["config"]["shard"] else (1, 6))
 """

@@ -16,8 +16,9 @@ from pgjax.algos.trpo import (conjugate_gradient, fisher_vector_product, make_tr
                               policy_objectives)
 from pgjax.distributions import broadcast_params
 from pgjax.envs import ActionSpace
-from pgjax.nets import make_actor_critic
-from pgjax.train import TrainingError, run
+from pgjax.policies import make_actor_critic
+from pgjax.errors import TrainingError
+from pgjax.runner import run
 
 
 def random_batch(policy, params, key, size=64, obs_dim=3, adv_scale=1.0):
@@ -139,7 +140,7 @@ def test_fixpo_max_kl_bound_holds_after_every_update(env, policy_kw):
     trainer = Trainer(cfg)
     runs = [(s, {**cfg.base_hparams(), "fixpo.lr": lr}) for lr in (3e-4, 3e-3, 1e-2, 3e-2)
             for s in range(6)]
-    from pgjax.train import run_keys, stack_hparams
+    from pgjax.runner import run_keys, stack_hparams
     keys, _ = run_keys(runs)
     hps = stack_hparams(runs)
     chunk = jax.jit(jax.vmap(trainer.chunk))

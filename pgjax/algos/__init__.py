@@ -7,6 +7,7 @@ from pgjax.algos.trpo import TRPOConfig, make_trpo
 
 ALGORITHMS = {"ppo": (PPOConfig, make_ppo), "trpo": (TRPOConfig, make_trpo),
               "spo": (SPOConfig, make_spo), "fixpo": (FixPOConfig, make_fixpo)}
+BUILTIN = tuple(ALGORITHMS)  # the built-in rules (configured by --<rule>.* options)
 
 
 def register(name: str, config_cls, factory, *, replace: bool = False) -> None:
@@ -27,11 +28,11 @@ def register(name: str, config_cls, factory, *, replace: bool = False) -> None:
         raise TypeError(f"config_cls for '{name}' must be a dataclass subclassing AlgoConfig")
     if not callable(factory):
         raise TypeError(f"factory for '{name}' must be callable: factory(config, policy)")
-    if name in ("ppo", "trpo", "spo", "fixpo") and not replace:
+    if name in BUILTIN and not replace:
         raise ValueError(f"'{name}' is a built-in update rule; pick another name")
     ALGORITHMS[name] = (config_cls, factory)
 
 
-__all__ = ["ALGORITHMS", "Algorithm", "AlgoConfig", "Batch", "FixPOConfig", "PPOConfig",
+__all__ = ["ALGORITHMS", "BUILTIN", "Algorithm", "AlgoConfig", "Batch", "FixPOConfig", "PPOConfig",
            "SPOConfig", "TRPOConfig", "make_fixpo", "make_ppo", "make_spo", "make_trpo",
            "register"]

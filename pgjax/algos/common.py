@@ -21,7 +21,7 @@ class Batch:
 
     weight [B] or None: a per-sample factor every update rule multiplies its (normalised)
     advantage by. None in single-agent training; the sequential multi-agent combinator
-    (``pgjax.multiagent``) passes the compounded ratio of the agents updated before.
+    (``pgjax.algos.multiagent``) passes the compounded ratio of the agents updated before.
     """
 
     obs: jax.Array
@@ -75,7 +75,7 @@ class AlgoConfig:
     def validate(self, batch_size: int, prefix: str,
                  unit: str = "transitions (num_envs x rollout_len)") -> None:
         """Raise ConfigError (one line, naming the flag to change) for bad loop counts."""
-        from pgjax.envs.core import ConfigError
+        from pgjax.errors import ConfigError
 
         for name in self.COUNTS:
             if getattr(self, name) < 1:

@@ -11,13 +11,13 @@ and is clipped at 0: beta rises while the minibatch's max KL exceeds eps_KL / C_
 Fixup phase (after the last epoch, or after every epoch): passes over the batch in fixed
 minibatches; every minibatch whose max per-state KL exceeds eps_KL gets a gradient step on
 beta * mean KL (and the beta update); the phase ends after a pass with no violation. A pass
-without violations takes no step, so at its end every sampled state satisfies
-KL_s <= eps_KL — the guarantee. The number of passes is capped; hitting the cap is reported
-as an error by the trainer.
+without violations takes no step, so at its end every sampled state satisfies KL_s <= eps_KL
+— the guarantee. The number of passes is capped; hitting the cap is reported as an error.
 """
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -25,6 +25,30 @@ import optax
 
 from pgjax.algos.common import (AlgoConfig, Algorithm, adam, normalize_advantage, sgd_step, weighted,
                                 shuffled_minibatches, trust_region_stats, value_loss)
+
+
+class FixPOState(NamedTuple):
+    """FixPO's state: Adam states {"actor": ..., "critic": ...}, beta and beta's Adam state."""
+    opt: dict
+    beta: Any
+    beta_opt: Any
+
+
+class FixupCarry(NamedTuple):
+    """Fixup-loop carry: passes done, violated minibatches this pass, fixup steps so far."""
+    passes: Any
+    violations: Any
+    params: Any
+    st: FixPOState
+    steps: Any
+
+
+class EpochCarry(NamedTuple):
+    """Epoch-scan carry and fixup result: params, state, fixup steps, fixup cap reached."""
+    params: Any
+    st: FixPOState
+    fix_steps: Any
+    cap_hit: Any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,8 +88,7 @@ class FixPOConfig(AlgoConfig):
     adam_eps: float = 1e-5
     """Adam epsilon."""
 
-    TRACED = ("lr", "eps_kl", "c_beta", "beta0", "beta_lr", "vf_coef", "ent_coef",
-              "max_grad_norm")
+    TRACED = ("lr", "eps_kl", "c_beta", "beta0", "beta_lr", "vf_coef", "ent_coef", "max_grad_norm")
     ERRORS = {"fixup_cap_hit": "FixPO's fixup phase reached fixup_max_passes without bringing "
                                "every state's KL under eps_kl; lower --fixpo.lr or raise "
                                "--fixpo.fixup-max-passes"}
@@ -81,8 +104,7 @@ def make_fixpo(cfg: FixPOConfig, policy) -> Algorithm:
 
     def kl_terms(actor, mb):
         d = policy.dist(actor, mb.obs)
-        kl = dist.kl(mb.dist, d)
-        return d, kl
+        return d, dist.kl(mb.dist, d)
 
     def primary_loss(params, mb, beta, hp):
         d, kl = kl_terms(params["actor"], mb)
@@ -100,8 +122,8 @@ def make_fixpo(cfg: FixPOConfig, policy) -> Algorithm:
         return jnp.maximum(beta - hp["beta_lr"] * upd, 0.0), beta_opt
 
     def init(params, hp):
-        return {"opt": {"actor": tx.init(params["actor"]), "critic": tx.init(params["critic"])},
-                "beta": jnp.float32(hp["beta0"]), "beta_opt": beta_tx.init(jnp.float32(0.0))}
+        opt = {"actor": tx.init(params["actor"]), "critic": tx.init(params["critic"])}
+        return FixPOState(opt, jnp.float32(hp["beta0"]), beta_tx.init(jnp.float32(0.0)))
 
     def apply(opt, params, grads, lr, hp, parts):
         """Adam steps on the named parts of params with a joint global-norm clip."""
@@ -109,76 +131,59 @@ def make_fixpo(cfg: FixPOConfig, policy) -> Algorithm:
         scale = jnp.minimum(1.0, hp["max_grad_norm"] / (g_norm + 1e-12))
         params, opt = dict(params), dict(opt)
         for p in parts:
-            params[p], opt[p], _ = sgd_step(tx, opt[p], params[p],
-                                            jax.tree.map(lambda g: g * scale, grads[p]), lr,
-                                            jnp.inf)
+            params[p], opt[p], _ = sgd_step(
+                tx, opt[p], params[p], jax.tree.map(lambda g: g * scale, grads[p]), lr, jnp.inf)
         return params, opt, g_norm
 
     def fixup(params, st, batch, hp, lr):
         mbs = jax.tree.map(lambda x: x.reshape((cfg.fixup_minibatches, -1) + x.shape[1:]), batch)
 
-        def mb_step(c, mb):
-            params, opt, beta, beta_opt, n = c
+        def mb_step(c, mb):  # c: FixupCarry; violations counts this pass's violated minibatches
             (_, kl_max), grads = jax.value_and_grad(
-                lambda a: (lambda kl: (beta * kl.mean(), kl.max()))(kl_terms(a, mb)[1]),
-                has_aux=True)(params["actor"])
+                lambda a: (lambda kl: (c.st.beta * kl.mean(), kl.max()))(kl_terms(a, mb)[1]),
+                has_aux=True)(c.params["actor"])
             violated = kl_max > hp["eps_kl"]
-            new_params, new_opt, _ = apply(opt, params, {"actor": grads}, lr, hp, ("actor",))
-            new_beta, new_beta_opt = beta_step(beta, beta_opt, kl_max, hp)
-            params, opt, beta, beta_opt = jax.tree.map(
-                lambda a, b: jnp.where(violated, a, b), (new_params, new_opt, new_beta, new_beta_opt),
-                (params, opt, beta, beta_opt))
-            return (params, opt, beta, beta_opt, n + violated), None
+            new_params, new_opt, _ = apply(c.st.opt, c.params, {"actor": grads}, lr, hp, ("actor",))
+            st = FixPOState(new_opt, *beta_step(c.st.beta, c.st.beta_opt, kl_max, hp))
+            new = c._replace(params=new_params, st=st, violations=c.violations + 1)
+            return jax.tree.map(lambda a, b: jnp.where(violated, a, b), new, c), None
 
         def one_pass(c):
-            passes, _, params, opt, beta, beta_opt, steps = c
-            (params, opt, beta, beta_opt, n), _ = jax.lax.scan(
-                mb_step, (params, opt, beta, beta_opt, jnp.int32(0)), mbs)
-            return passes + 1, n, params, opt, beta, beta_opt, steps + n
+            c, _ = jax.lax.scan(mb_step, c._replace(violations=jnp.int32(0)), mbs)
+            return c._replace(passes=c.passes + 1, steps=c.steps + c.violations)
 
-        c = (jnp.int32(0), jnp.int32(1), params, st["opt"], st["beta"], st["beta_opt"],
-             jnp.int32(0))
-        passes, violations, params, opt, beta, beta_opt, steps = jax.lax.while_loop(
-            lambda c: (c[1] > 0) & (c[0] < cfg.fixup_max_passes), one_pass, c)
-        st = {"opt": opt, "beta": beta, "beta_opt": beta_opt}
-        return params, st, steps, violations > 0
+        z = jnp.int32(0)
+        c = jax.lax.while_loop(lambda c: (c.violations > 0) & (c.passes < cfg.fixup_max_passes),
+                               one_pass, FixupCarry(z, jnp.int32(1), params, st, z))
+        return EpochCarry(c.params, c.st, c.steps, c.violations > 0)
 
     def update(params, st, batch, key, hp, progress):
         lr = hp["lr"] * (1.0 - progress) if cfg.anneal_lr else hp["lr"]
 
-        def mb_step(c, mb):
-            params, st = c
-            (_, aux), grads = jax.value_and_grad(primary_loss, has_aux=True)(
-                params, mb, st["beta"], hp)
-            params, opt, g_norm = apply(st["opt"], params, grads, lr, hp, ("actor", "critic"))
-            beta, beta_opt = beta_step(st["beta"], st["beta_opt"], aux["kl_max_mb"], hp)
-            return (params, {"opt": opt, "beta": beta, "beta_opt": beta_opt}), {
-                **aux, "grad_norm": g_norm}
+        def mb_step(c, mb):  # c: EpochCarry; fix_steps and cap_hit pass through
+            (_, aux), g = jax.value_and_grad(primary_loss, has_aux=True)(c.params, mb, c.st.beta, hp)
+            params, opt, g_norm = apply(c.st.opt, c.params, g, lr, hp, ("actor", "critic"))
+            st = FixPOState(opt, *beta_step(c.st.beta, c.st.beta_opt, aux["kl_max_mb"], hp))
+            return c._replace(params=params, st=st), {**aux, "grad_norm": g_norm}
 
         def epoch(c, k):
-            params, st, fix_steps, cap_hit = c
-            (params, st), logs = jax.lax.scan(mb_step, (params, st),
-                                              shuffled_minibatches(k, batch, cfg.minibatches))
+            c, logs = jax.lax.scan(mb_step, c, shuffled_minibatches(k, batch, cfg.minibatches))
             if cfg.fixup_every_epoch:
-                params, st, n, hit = fixup(params, st, batch, hp, lr)
-                fix_steps, cap_hit = fix_steps + n, cap_hit | hit
-            return (params, st, fix_steps, cap_hit), logs
+                f = fixup(c.params, c.st, batch, hp, lr)
+                c = f._replace(fix_steps=c.fix_steps + f.fix_steps, cap_hit=c.cap_hit | f.cap_hit)
+            return c, logs
 
-        (params, st, fix_steps, cap_hit), logs = jax.lax.scan(
-            epoch, (params, st, jnp.int32(0), jnp.bool_(False)), jax.random.split(key, cfg.epochs))
-        kl_before = kl_terms(params["actor"], batch)[1].max()
-        if not cfg.fixup_every_epoch:
-            params, st, fix_steps, cap_hit = fixup(params, st, batch, hp, lr)
-        primary = cfg.epochs * cfg.minibatches
+        c, logs = jax.lax.scan(epoch, EpochCarry(params, st, jnp.int32(0), jnp.bool_(False)),
+                               jax.random.split(key, cfg.epochs))
+        kl_before = kl_terms(c.params["actor"], batch)[1].max()
+        c = c if cfg.fixup_every_epoch else fixup(c.params, c.st, batch, hp, lr)
+        primary, fix_steps = cfg.epochs * cfg.minibatches, c.fix_steps.astype(jnp.float32)
         metrics = {"pg_loss": logs["pg_loss"].mean(), "v_loss": logs["v_loss"].mean(),
-                   "grad_norm": logs["grad_norm"].mean(), "beta": st["beta"],
-                   "primary_steps": jnp.float32(primary),
-                   "fixup_steps": fix_steps.astype(jnp.float32),
-                   "grad_steps": primary + fix_steps.astype(jnp.float32),
-                   "fixup_fraction": fix_steps.astype(jnp.float32) / primary,
-                   "fixup_cap_hit": cap_hit.astype(jnp.float32), "lr": lr,
-                   "kl_max_before_fixup": kl_before}
-        metrics.update(trust_region_stats(policy, params["actor"], batch))
-        return params, st, metrics
+                   "grad_norm": logs["grad_norm"].mean(), "beta": c.st.beta, "lr": lr,
+                   "primary_steps": jnp.float32(primary), "fixup_steps": fix_steps,
+                   "grad_steps": primary + fix_steps, "fixup_fraction": fix_steps / primary,
+                   "fixup_cap_hit": c.cap_hit.astype(jnp.float32), "kl_max_before_fixup": kl_before}
+        metrics.update(trust_region_stats(policy, c.params["actor"], batch))
+        return c.params, c.st, metrics
 
     return Algorithm("fixpo", cfg, init, update)

@@ -8,13 +8,20 @@ PPO only in the surrogate (SPO) reuse everything else.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from pgjax.algos.common import (AlgoConfig, Algorithm, adam, normalize_advantage, weighted,
                                 sgd_step, shuffled_minibatches, trust_region_stats, value_loss)
+
+
+class MinibatchCarry(NamedTuple):
+    """Minibatch-scan carry: params, optimiser state, whether target_kl stopped the update."""
+    params: Any
+    opt_state: Any
+    stopped: Any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,8 +76,7 @@ def make_loss(cfg, policy, surrogate: Callable) -> Callable:
         d = policy.dist(params["actor"], mb.obs)
         log_ratio = dist.log_prob(d, mb.action) - mb.log_prob
         ratio = jnp.exp(log_ratio)
-        adv = normalize_advantage(mb.advantage) if cfg.norm_adv else mb.advantage
-        adv = weighted(adv, mb)
+        adv = weighted(normalize_advantage(mb.advantage) if cfg.norm_adv else mb.advantage, mb)
         pg_loss = -surrogate(ratio, adv, hp).mean()
         v = policy.value(params["critic"], mb.obs)
         v_loss = value_loss(v, mb.value, mb.ret, hp["vf_clip_eps"] if cfg.clip_vloss else None)
@@ -86,7 +92,7 @@ def make_loss(cfg, policy, surrogate: Callable) -> Callable:
 
 def make_clipped_family(name: str, cfg, policy, surrogate: Callable) -> Algorithm:
     """An actor-critic update of K epochs of shuffled minibatch Adam steps on the loss of
-    ``make_loss``."""
+    ``make_loss``; the rule's state is the optax Adam state over {"actor", "critic"}."""
     tx = adam(cfg.adam_eps)
     loss_fn = make_loss(cfg, policy, surrogate)
 
@@ -96,29 +102,28 @@ def make_clipped_family(name: str, cfg, policy, surrogate: Callable) -> Algorith
     def update(params, opt_state, batch, key, hp, progress):
         lr = hp["lr"] * (1.0 - progress) if cfg.anneal_lr else hp["lr"]
 
-        def mb_step(carry, mb):
-            params, opt_state, stopped = carry
-            (_, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, mb, hp)
-            new_params, new_opt, g_norm = sgd_step(tx, opt_state, params, grads, lr,
+        def mb_step(c, mb):
+            (_, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(c.params, mb, hp)
+            new_params, new_opt, g_norm = sgd_step(tx, c.opt_state, c.params, grads, lr,
                                                    hp["max_grad_norm"])
-            take = ~stopped
+            take = ~c.stopped
             params, opt_state = jax.tree.map(lambda n, o: jnp.where(take, n, o),
-                                             (new_params, new_opt), (params, opt_state))
-            stopped = stopped | ((hp["target_kl"] > 0) & (aux["approx_kl"] > hp["target_kl"]))
-            return (params, opt_state, stopped), {**aux, "grad_norm": g_norm,
-                                                  "taken": take.astype(jnp.float32)}
+                                             (new_params, new_opt), (c.params, c.opt_state))
+            stopped = c.stopped | ((hp["target_kl"] > 0) & (aux["approx_kl"] > hp["target_kl"]))
+            return MinibatchCarry(params, opt_state, stopped), {
+                **aux, "grad_norm": g_norm, "taken": take.astype(jnp.float32)}
 
         def epoch(carry, k):
             return jax.lax.scan(mb_step, carry, shuffled_minibatches(k, batch, cfg.minibatches))
 
-        (params, opt_state, _), logs = jax.lax.scan(
-            epoch, (params, opt_state, jnp.bool_(False)), jax.random.split(key, cfg.epochs))
+        c, logs = jax.lax.scan(epoch, MinibatchCarry(params, opt_state, jnp.bool_(False)),
+                               jax.random.split(key, cfg.epochs))
         taken = logs.pop("taken")
         n = jnp.maximum(taken.sum(), 1.0)
         metrics = {k: (v * taken).sum() / n for k, v in logs.items()}
-        metrics.update(trust_region_stats(policy, params["actor"], batch))
+        metrics.update(trust_region_stats(policy, c.params["actor"], batch))
         metrics.update(grad_steps=taken.sum(), lr=lr)
-        return params, opt_state, metrics
+        return c.params, c.opt_state, metrics
 
     return Algorithm(name, cfg, init, update)
 

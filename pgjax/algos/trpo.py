@@ -14,6 +14,7 @@ All of it runs inside ``jit`` (CG and line search are ``lax`` loops).
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -21,6 +22,17 @@ from jax.flatten_util import ravel_pytree
 
 from pgjax.algos.common import (AlgoConfig, Algorithm, adam, normalize_advantage, sgd_step, weighted,
                                 shuffled_minibatches, trust_region_stats, value_loss)
+
+
+class TRPOState(NamedTuple):
+    """TRPO's state: the critic's Adam state (the actor takes no optimiser steps)."""
+    critic: Any
+
+
+CGCarry = NamedTuple("CGCarry", [("i", Any), ("x", Any), ("r", Any), ("p", Any), ("rr", Any)])
+CGCarry.__doc__ = "Conjugate-gradient carry: iteration, solution x, residual r, direction p, r.r."
+LineSearchCarry = NamedTuple("LineSearchCarry", [("j", Any), ("ok", Any), ("flat", Any)])
+LineSearchCarry.__doc__ = "Backtracking carry: steps tried, whether one was accepted, flat actor."
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,16 +70,14 @@ def conjugate_gradient(matvec, b, iters: int, tol: float = 1e-10):
     """Solve A x = b for symmetric positive-definite A, from x0 = 0 (Hestenes & Stiefel)."""
 
     def body(c):
-        i, x, r, p, rr = c
-        ap = matvec(p)
-        alpha = rr / jnp.maximum(p @ ap, 1e-30)
-        x, r = x + alpha * p, r - alpha * ap
+        ap = matvec(c.p)
+        alpha = c.rr / jnp.maximum(c.p @ ap, 1e-30)
+        x, r = c.x + alpha * c.p, c.r - alpha * ap
         rr_new = r @ r
-        return i + 1, x, r, r + (rr_new / jnp.maximum(rr, 1e-30)) * p, rr_new
+        return CGCarry(c.i + 1, x, r, r + (rr_new / jnp.maximum(c.rr, 1e-30)) * c.p, rr_new)
 
-    init = (0, jnp.zeros_like(b), b, b, b @ b)
-    _, x, *_ = jax.lax.while_loop(lambda c: (c[0] < iters) & (c[4] > tol), body, init)
-    return x
+    init = CGCarry(0, jnp.zeros_like(b), b, b, b @ b)
+    return jax.lax.while_loop(lambda c: (c.i < iters) & (c.rr > tol), body, init).x
 
 
 def policy_objectives(policy, batch, adv, unravel):
@@ -96,14 +106,13 @@ def make_trpo(cfg: TRPOConfig, policy) -> Algorithm:
     tx = adam(1e-5)
 
     def init(params, hp):
-        return {"critic": tx.init(params["critic"])}
+        return TRPOState(critic=tx.init(params["critic"]))
 
     def update(params, opt_state, batch, key, hp, progress):
         flat0, unravel = ravel_pytree(params["actor"])
         adv = normalize_advantage(batch.advantage) if cfg.norm_adv else batch.advantage
-        adv = weighted(adv, batch)
 
-        surrogate, mean_kl = policy_objectives(policy, batch, adv, unravel)
+        surrogate, mean_kl = policy_objectives(policy, batch, weighted(adv, batch), unravel)
         fvp = fisher_vector_product(mean_kl, flat0, hp["damping"])
 
         loss0, g = jax.value_and_grad(surrogate)(flat0)
@@ -112,14 +121,13 @@ def make_trpo(cfg: TRPOConfig, policy) -> Algorithm:
         step = x * jnp.sqrt(2.0 * hp["delta"] / jnp.maximum(xfx, 1e-12))
 
         def ls_body(c):
-            j, _, _ = c
-            flat = flat0 + hp["backtrack"] ** j.astype(jnp.float32) * step
+            flat = flat0 + hp["backtrack"] ** c.j.astype(jnp.float32) * step
             ok = (mean_kl(flat) <= hp["delta"]) & (surrogate(flat) - loss0 > 0)
-            return j + 1, ok, jnp.where(ok, flat, flat0)
+            return LineSearchCarry(c.j + 1, ok, jnp.where(ok, flat, flat0))
 
-        j, accepted, flat = jax.lax.while_loop(
-            lambda c: (c[0] < cfg.ls_steps) & ~c[1], ls_body, (jnp.int32(0), jnp.bool_(False), flat0))
-        actor = unravel(flat)
+        ls = jax.lax.while_loop(lambda c: (c.j < cfg.ls_steps) & ~c.ok, ls_body,
+                                LineSearchCarry(jnp.int32(0), jnp.bool_(False), flat0))
+        actor = unravel(ls.flat)
 
         def vf_step(carry, mb):
             critic, opt_state = carry
@@ -132,17 +140,14 @@ def make_trpo(cfg: TRPOConfig, policy) -> Algorithm:
         def vf_epoch(carry, k):
             return jax.lax.scan(vf_step, carry, shuffled_minibatches(k, batch, cfg.vf_minibatches))
 
-        (critic, critic_opt), logs = jax.lax.scan(vf_epoch, (params["critic"], opt_state["critic"]),
+        (critic, critic_opt), logs = jax.lax.scan(vf_epoch, (params["critic"], opt_state.critic),
                                                   jax.random.split(key, cfg.vf_epochs))
-        opt_state = {"critic": critic_opt}
-        new_params = {"actor": actor, "critic": critic}
         metrics = {"v_loss": logs["v_loss"].mean(), "grad_norm": logs["grad_norm"].mean(),
-                   "pg_loss": -surrogate(flat), "ls_steps": j.astype(jnp.float32),
-                   "accepted": accepted.astype(jnp.float32),
-                   "step_norm": jnp.linalg.norm(flat - flat0),
-                   "grad_steps": jnp.float32(1 + cfg.vf_epochs * cfg.vf_minibatches),
-                   "cg_xfx": xfx}
+                   "pg_loss": -surrogate(ls.flat), "ls_steps": ls.j.astype(jnp.float32),
+                   "accepted": ls.ok.astype(jnp.float32), "cg_xfx": xfx,
+                   "step_norm": jnp.linalg.norm(ls.flat - flat0),
+                   "grad_steps": jnp.float32(1 + cfg.vf_epochs * cfg.vf_minibatches)}
         metrics.update(trust_region_stats(policy, actor, batch))
-        return new_params, opt_state, metrics
+        return {"actor": actor, "critic": critic}, opt_state._replace(critic=critic_opt), metrics
 
     return Algorithm("trpo", cfg, init, update)

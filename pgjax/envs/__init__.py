@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from pgjax.envs.brax_env import BACKENDS, make_brax_env
 from pgjax.envs.classic import CLASSIC, make_classic_env
-from pgjax.envs.core import ActionSpace, ConfigError, Env, EnvSpec, TimeStep
+from pgjax.errors import ConfigError
+from pgjax.envs.core import ActionSpace, Env, EnvSpec, TimeStep
 from pgjax.envs.functional import VectorEnv
 
 FAMILIES = ("brax", "gym", "jax", "mabrax", "matrix")

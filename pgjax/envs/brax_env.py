@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import warnings
 
-from pgjax.envs.core import ActionSpace, ConfigError, EnvSpec
+from pgjax.errors import ConfigError
+from pgjax.envs.core import ActionSpace, EnvSpec
 from pgjax.envs.functional import VectorEnv
 
 BACKENDS = ("generalized", "positional", "spring", "mjx")

@@ -16,12 +16,7 @@ from typing import Any, NamedTuple, Protocol
 import jax
 from flax import struct
 
-
-class ConfigError(ValueError):
-    """Bad user input (unknown env, invalid hyperparameter, ...), raised before compilation.
-
-    The message is one line that names the problem and the fix.
-    """
+from pgjax.errors import ConfigError  # noqa: F401  (raised by every env builder)
 
 
 class ActionSpace(NamedTuple):
@@ -40,6 +35,7 @@ class EnvSpec(NamedTuple):
     action: ActionSpace
     num_envs: int
     max_episode_steps: int
+    host: bool = False  # stepped outside XLA (Gymnasium): not shardable, not checkpointable
 
 
 @struct.dataclass
@@ -78,3 +74,33 @@ class Env(Protocol):
     def refresh(self, state: Any) -> Any:
         """Redraw whatever randomness autoreset uses (called once per rollout)."""
         ...
+
+    def close(self) -> None:
+        """Release what the environment holds outside the program (host environments)."""
+        ...
+
+
+class Wrapper:
+    """An environment that changes part of another's behaviour; ``reset``, ``step``,
+    ``refresh`` and ``close`` pass through to ``env`` unless a subclass overrides them, and
+    ``spec`` is ``env.spec`` unless the subclass sets its own."""
+
+    def __init__(self, env):
+        self.env = env
+        self.spec = env.spec
+
+    @property
+    def host(self) -> bool:
+        return self.spec.host
+
+    def reset(self, key):
+        return self.env.reset(key)
+
+    def step(self, state, action):
+        return self.env.step(state, action)
+
+    def refresh(self, state):
+        return self.env.refresh(state)
+
+    def close(self):
+        self.env.close()

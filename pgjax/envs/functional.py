@@ -27,7 +27,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from pgjax.envs.core import ConfigError, EnvSpec, TimeStep
+from pgjax.errors import ConfigError
+from pgjax.envs.core import EnvSpec, TimeStep
 
 
 @struct.dataclass
@@ -61,6 +62,9 @@ class VectorEnv:
                                t=jnp.zeros(n, jnp.int32), ep_return=jnp.zeros(n, jnp.float32),
                                pool_sim=pool_sim, pool_obs=pool_obs)
         return state, obs
+
+    def close(self):
+        pass  # nothing held outside the program
 
     def refresh(self, state: VectorEnvState) -> VectorEnvState:
         """Redraw the reset pool with fresh per-env keys."""

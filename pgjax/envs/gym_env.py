@@ -2,9 +2,12 @@
 
 ``gym:<EnvId>`` builds any registered Gymnasium environment (classic control, MuJoCo v5,
 Box2D, third-party registrations). The environments run in a Gymnasium vector environment on
-the host (``sync``: in this process, ``async``: one worker process per env), while acting and
-the whole update stay jitted: the trainer's host loop (``pgjax.host``) feeds observations to a
-jitted act function and hands the finished rollout to the same jitted update as the JAX path.
+the host (``sync``: in this process, ``async``: one worker process per env), behind the same
+pure ``reset(key)`` / ``step(state, action)`` protocol as the JAX environments: each call is
+a host callback from inside the compiled program (``host_call``), so the trainer's rollout,
+evaluation and update are the JAX path's, and only the stepping happens on the host. Under
+``vmap`` over runs one callback steps every run's block of environments at once (run r owns
+block r of one vector environment), so R vmapped runs cost one host call per step.
 
 Autoreset: the vector environment runs in Gymnasium's *same-step* mode. When an episode ends
 at step t, the step returns the reset observation, and the real last observation comes back
@@ -23,9 +26,13 @@ from __future__ import annotations
 import functools
 import math
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+from flax import struct
 
-from pgjax.envs.core import ActionSpace, ConfigError, EnvSpec
+from pgjax.envs.core import ActionSpace, EnvSpec, TimeStep
+from pgjax.errors import ConfigError
 
 VECTORIZATION = ("sync", "async")
 
@@ -81,15 +88,35 @@ def _make_one(env_id: str, max_episode_steps: int):
     return env
 
 
+def host_call(fn, out_spec, *args):
+    """``fn(*args)`` run on the host from inside a compiled program, its results of the shapes
+    and dtypes ``out_spec`` (a pytree of ``ShapeDtypeStruct``). Under ``vmap`` it is one call
+    with the batch axes in front of every argument and result, not one call per element, so
+    ``fn`` must accept any number of leading axes.
+
+    Stepping an environment is not pure, but every call made here takes the previous call's
+    outputs among its inputs (the observation an action was computed from, the step
+    counter), so the compiler can neither drop, merge nor reorder calls; a pure callback is
+    what may run inside ``while_loop`` with a batched predicate (evaluation stops when every
+    run's episodes have ended; the extra steps of finished runs are masked out)."""
+    return jax.pure_callback(fn, out_spec, *args, vmap_method="broadcast_all")
+
+
+@struct.dataclass
+class GymState:
+    """What the compiled program holds of a host environment: the number of steps taken,
+    which chains every step's callback after the previous one."""
+
+    steps: jax.Array
+
+
 class GymEnv:
-    """Description and factory of a host-stepped Gymnasium environment.
+    """A Gymnasium vector environment behind the pure environment protocol.
 
-    ``spec`` is known without stepping anything; ``open(copies)`` builds one vector
-    environment holding ``copies * num_envs`` environments (one block of ``num_envs`` per
-    vmapped run).
+    ``spec`` is known without stepping anything. The first ``reset`` opens one vector
+    environment with as many environments as it has seeds (``num_envs``, times the number of
+    runs when vmapped); a later reset with another number reopens it.
     """
-
-    host = True
 
     def __init__(self, env_id: str, num_envs: int, episode_length: int | None = None,
                  vectorization: str = "sync"):
@@ -121,10 +148,53 @@ class GymEnv:
         finally:
             probe.close()
         self.env_id, self.vectorization = env_id, vectorization
-        self.spec = EnvSpec(f"gym:{env_id}", self._obs.shape, action, num_envs, int(max_steps))
+        self.spec = EnvSpec(f"gym:{env_id}", self._obs.shape, action, num_envs, int(max_steps),
+                            host=True)
+        self.venv = None
+        n, a = (num_envs,), (action.n,) if action.kind == "box" else ()
+        f32 = lambda shape: jax.ShapeDtypeStruct(shape, jnp.float32)
+        self._a_shape = a
+        self._step_spec = TimeStep(
+            obs=f32(n + self._obs.shape), reward=f32(n),
+            terminated=jax.ShapeDtypeStruct(n, jnp.bool_),
+            truncated=jax.ShapeDtypeStruct(n, jnp.bool_), final_obs=f32(n + self._obs.shape),
+            episode_return=f32(n), episode_length=jax.ShapeDtypeStruct(n, jnp.int32))
 
-    def open(self, copies: int = 1) -> "HostVectorEnv":
-        return HostVectorEnv(self, copies * self.spec.num_envs)
+    @property
+    def host(self) -> bool:
+        return True
+
+    # -- the pure protocol (traced) --------------------------------------------------------
+    def reset(self, key):
+        seeds = jax.random.randint(key, (self.spec.num_envs,), 0, 2**31 - 1)
+        obs = host_call(self._reset_host, self._step_spec.obs, seeds)
+        return GymState(jnp.int32(0)), obs
+
+    def step(self, state: GymState, action):
+        ts = host_call(self._step_host, self._step_spec, action, state.steps)
+        return GymState(state.steps + 1), ts
+
+    def refresh(self, state):
+        return state  # a Gymnasium environment resets itself every episode
+
+    # -- the host side ----------------------------------------------------------------------
+    def _reset_host(self, seeds):
+        seeds = np.asarray(seeds)
+        if self.venv is None or self.venv.n != seeds.size:
+            self.close()
+            self.venv = HostVectorEnv(self, seeds.size)
+        return self.venv.reset(seeds.reshape(-1)).reshape(seeds.shape + self._obs.shape)
+
+    def _step_host(self, action, steps):
+        lead = np.shape(steps)
+        action = np.asarray(action)
+        out = self.venv.step(action.reshape((-1,) + self._a_shape))
+        return TimeStep(*(x.reshape(lead + (self.spec.num_envs,) + x.shape[1:]) for x in out))
+
+    def close(self):
+        if self.venv is not None:
+            self.venv.close()
+            self.venv = None
 
 
 class HostVectorEnv:

@@ -35,7 +35,8 @@ from typing import NamedTuple
 import numpy as np
 
 from pgjax.envs.brax_env import make_brax_env
-from pgjax.envs.core import ActionSpace, ConfigError
+from pgjax.errors import ConfigError
+from pgjax.envs.core import ActionSpace
 from pgjax.envs.multiagent import MultiAgentEnv, Partition, pad_indices
 
 

@@ -27,7 +27,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pgjax.envs.core import ActionSpace, ConfigError, EnvSpec
+from pgjax.errors import ConfigError
+from pgjax.envs.core import ActionSpace, EnvSpec, Wrapper
 from pgjax.envs.functional import VectorEnv
 
 
@@ -112,24 +113,13 @@ class Partition:
         return jnp.take(flat, jnp.asarray(keep[order]), axis=-1)
 
 
-class MultiAgentEnv:
+class MultiAgentEnv(Wrapper):
     """A vector environment (global observation, joint action, team reward) with its
-    ``Partition``. Implements the pgjax env protocol by delegation."""
+    ``Partition``; stepping is the wrapped environment's."""
 
     def __init__(self, env, partition: Partition):
-        self.env = env
-        self.host = getattr(env, "host", False)
+        super().__init__(env)
         self.partition = partition
-        self.spec = env.spec
-
-    def reset(self, key):
-        return self.env.reset(key)
-
-    def step(self, state, action):
-        return self.env.step(state, action)
-
-    def refresh(self, state):
-        return self.env.refresh(state)
 
 
 def pad_indices(groups, fill: int = -1) -> np.ndarray:

@@ -47,7 +47,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pgjax.envs.core import ConfigError
+from pgjax.envs.core import Wrapper
+from pgjax.errors import ConfigError
 
 OBSERVE = ("full", "positions", "velocities")
 ORACLE = "full"  # the fully observed task: the oracle baseline of a POMDP experiment
@@ -147,12 +148,10 @@ def _check_observe(observe: str):
 
 
 def filter_env(env, env_id: str, observe: str):
-    """``env`` (built from ``env_id``) observing only ``observe``'s entries.
-
-    Works on the JAX environments (``reset`` / ``step`` / ``refresh``) and on the Gymnasium
-    host environments (``host = True``, ``open(copies)`` a vector env). ``obs`` and
-    ``final_obs`` keep the selected entries and ``spec.obs_shape`` says their number; everything
-    else is the wrapped env's. ``observe="full"`` returns ``env`` itself.
+    """``env`` (built from ``env_id``) observing only ``observe``'s entries: ``obs`` and
+    ``final_obs`` keep the selected entries and ``spec.obs_shape`` says their number;
+    everything else is the wrapped env's. The same wrapper serves the JAX and the Gymnasium
+    environments (both implement the pure protocol). ``observe="full"`` returns ``env``.
     """
     _check_observe(observe)
     if observe == "full":
@@ -162,25 +161,16 @@ def filter_env(env, env_id: str, observe: str):
     if shape != (lay.size,):
         raise ConfigError(f"{env_id} observations should have shape ({lay.size},) but this env "
                           f"has {shape}; build it with the task's default observation options")
-    index = np.array(getattr(lay, observe), np.int64)
-    if getattr(env, "host", False):
-        return _FilteredHostEnv(env, index)
-    return _FilteredEnv(env, index)
+    return FilteredEnv(env, np.array(getattr(lay, observe), np.int64))
 
 
-class _Wrapper:
+class FilteredEnv(Wrapper):
+    """An environment whose observations keep only the entries ``index``."""
+
     def __init__(self, env, index: np.ndarray):
-        self.env, self.index = env, index
+        super().__init__(env)
+        self.index = index
         self.spec = env.spec._replace(obs_shape=(len(index),))
-
-    def __getattr__(self, name):
-        if name in ("env", "index") or name.startswith("__"):  # unpickling, copying
-            raise AttributeError(name)
-        return getattr(self.env, name)
-
-
-class _FilteredEnv(_Wrapper):
-    """A JAX environment (pure ``reset`` / ``step`` / ``refresh``) with filtered observations."""
 
     def reset(self, key):
         state, obs = self.env.reset(key)
@@ -190,36 +180,3 @@ class _FilteredEnv(_Wrapper):
         state, ts = self.env.step(state, action)
         return state, ts.replace(obs=ts.obs[..., self.index],
                                  final_obs=ts.final_obs[..., self.index])
-
-    def refresh(self, state):
-        return self.env.refresh(state)
-
-
-class _FilteredHostEnv(_Wrapper):
-    """A Gymnasium host environment (``pgjax.envs.gym_env.GymEnv``) whose vector envs return
-    filtered observations."""
-
-    def open(self, copies: int = 1):
-        return _FilteredHostVectorEnv(self.env.open(copies), self.index)
-
-
-class _FilteredHostVectorEnv:
-    def __init__(self, venv, index: np.ndarray):
-        self.inner, self.index = venv, index
-
-    def __getattr__(self, name):
-        if name in ("inner", "index") or name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-    def reset(self, seeds) -> np.ndarray:
-        return self.inner.reset(seeds)[:, self.index]
-
-    def step(self, action):
-        obs, reward, terminated, truncated, final_obs, ep_return, ep_length = \
-            self.inner.step(action)
-        return (obs[:, self.index], reward, terminated, truncated, final_obs[:, self.index],
-                ep_return, ep_length)
-
-    def close(self):
-        self.inner.close()

@@ -1,7 +1,8 @@
-"""Cooperative multi-agent policy optimisation as a combinator over any update rule.
+"""Cooperative multi-agent policy optimisation: a combinator that turns any update rule into
+a multi-agent one (the agent setting of ``pgjax.train``).
 
 Each agent ``i`` has its own policy ``pi^i(a^i | o^i)`` over its own view of the global state
-(see ``pgjax.envs.multiagent.Partition``); the team shares one reward. Three schemes turn a
+(see ``pgjax.envs.multiagent.Partition``; acting and batches: ``pgjax.policies.JointPolicy``); the team shares one reward. Three schemes turn a
 single-agent update rule (PPO, TRPO, SPO, FixPO or a registered one) into a multi-agent one:
 
 - ``sequential`` (HAPPO / HATRPO, Kuba et al. ICLR 2022; HA-SPO and HA-FixPO the same way):
@@ -33,16 +34,10 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from pgjax.advantages import gae
-from pgjax.algos import ALGORITHMS
 from pgjax.algos.common import Algorithm, Batch
-from pgjax.distributions import _LOG_2PI, Categorical, Gaussian
-from pgjax.envs.core import ConfigError
-from pgjax.envs.multiagent import Partition, single_agent_partition
-from pgjax.normalize import init_stats, normalize
-from pgjax.train import Trainer, TrainState
+from pgjax.envs.multiagent import Partition
+from pgjax.errors import ConfigError
 
 SCHEMES = ("sequential", "simultaneous", "independent")
 ORDERS = ("random", "fixed", "reverse")
@@ -50,32 +45,6 @@ ORDERS = ("random", "fixed", "reverse")
 ALIASES = {"happo": ("ppo", "sequential"), "hatrpo": ("trpo", "sequential"),
            "haspo": ("spo", "sequential"), "hafixpo": ("fixpo", "sequential"),
            "mappo": ("ppo", "simultaneous"), "ippo": ("ppo", "independent")}
-
-
-class MaskedGaussian(NamedTuple):
-    """Diagonal Gaussian over padded action vectors: ``{"mean", "log_std", "mask"}``; only
-    dimensions with mask 1 count in log-probabilities, entropies and KLs."""
-
-    kind: str = "gaussian"
-    sample = staticmethod(Gaussian.sample)
-    mode = staticmethod(Gaussian.mode)
-
-    @staticmethod
-    def log_prob(d, a):
-        z = (a - d["mean"]) * jnp.exp(-d["log_std"])
-        return jnp.sum((-0.5 * z**2 - d["log_std"] - 0.5 * _LOG_2PI) * d["mask"], axis=-1)
-
-    @staticmethod
-    def entropy(d):
-        ent = (d["log_std"] + 0.5 * (1.0 + _LOG_2PI)) * d["mask"]
-        return jnp.sum(jnp.broadcast_to(ent, d["mean"].shape), axis=-1)
-
-    @staticmethod
-    def kl(p, q):
-        var_ratio = jnp.exp(2 * (p["log_std"] - q["log_std"]))
-        t = ((p["mean"] - q["mean"]) * jnp.exp(-q["log_std"])) ** 2
-        per = 0.5 * (var_ratio + t - 1.0) - (p["log_std"] - q["log_std"])
-        return jnp.sum(per * p["mask"], axis=-1)
 
 
 class AgentPolicy(NamedTuple):
@@ -108,7 +77,8 @@ def tree_set(tree, i, value):
 
 
 def _is_critic_leaf(path) -> bool:
-    return any(getattr(k, "key", None) == "critic" for k in path)
+    """A state leaf under a dict key or a named-state field called "critic"."""
+    return any("critic" in (getattr(k, "key", None), getattr(k, "name", None)) for k in path)
 
 
 def keep_critic_state(states, source):
@@ -229,156 +199,3 @@ def make_combinator(rule_factory, rule_cfg, partition: Partition, actor, critic,
         return params, states, metrics
 
     return Algorithm(f"{scheme}:{getattr(full, 'name', 'rule')}", rule_cfg, init, update)
-
-
-class JointPolicy(NamedTuple):
-    """All agents acting together, as one policy over the global observation and the joint
-    action (what rollouts and evaluation use). ``dist`` returns per-agent distribution
-    parameters stacked on axis -2 (Gaussian) / the agent axis (categorical)."""
-
-    actor: Any
-    partition: Partition
-    agent_distribution: Any
-    shared_actor: bool
-    squeeze: bool  # a single-agent discrete env: joint action is a scalar, not [1]
-
-    def agent_obs(self, obs):
-        o = self.partition.agent_obs(obs)
-        if self.shared_actor:
-            n = self.partition.n_agents
-            o = jnp.concatenate([o, jnp.broadcast_to(jnp.eye(n), o.shape[:-1] + (n,))], -1)
-        return o
-
-    def dist(self, actor_params, obs):
-        o = self.agent_obs(obs)  # [..., n, O]
-        n = self.partition.n_agents
-        if self.shared_actor:
-            params = jax.tree.map(lambda x: jnp.broadcast_to(x[0], (n,) + x.shape[1:]),
-                                  actor_params)
-        else:
-            params = actor_params
-        d = jax.vmap(lambda p, x: self.actor.apply(p, x), (0, -2), -2)(params, o)
-        if self.partition.action.kind == "box":  # log_std [n, A], like the mask
-            d = {**d, "mask": jnp.asarray(self.partition.action_mask)}
-        return d
-
-    @property
-    def distribution(self):
-        """Sampling and mode over the joint action."""
-        return _JointDistribution(self)
-
-
-class _JointDistribution(NamedTuple):
-    policy: JointPolicy
-
-    def _to_joint(self, a):
-        p = self.policy.partition
-        if p.action.kind == "box":
-            return p.joint_action(a, int((p.action_index >= 0).sum()))
-        return a[..., 0] if self.policy.squeeze else a
-
-    def sample(self, d, key):
-        return self._to_joint(self.policy.agent_distribution.sample(d, key))
-
-    def mode(self, d):
-        return self._to_joint(self.policy.agent_distribution.mode(d))
-
-
-def make_agent_nets(partition: Partition, actor_hidden, critic_hidden, activation: str,
-                    init_log_std: float, head_gain: float = 0.01):
-    """(actor module, critic module, per-agent distribution) for a partition."""
-    from pgjax.nets import ACTIVATIONS, CategoricalActor, Critic, GaussianActor
-
-    act = ACTIVATIONS[activation]
-    if partition.action.kind == "box":
-        actor = GaussianActor(tuple(actor_hidden), partition.action.n, act, init_log_std,
-                              head_gain)
-        dist = MaskedGaussian()
-    else:
-        actor = CategoricalActor(tuple(actor_hidden), partition.action.n, act, head_gain)
-        dist = Categorical()
-    return actor, Critic(tuple(critic_hidden), act), dist
-
-
-def agent_input_size(partition: Partition, shared_actor: bool) -> int:
-    return partition.max_obs + (partition.n_agents if shared_actor else 0)
-
-
-class MultiAgentTrainer(Trainer):
-    """The trainer with per-agent policies and a multi-agent update scheme; rollouts,
-    evaluation, records and the host loop are the single-agent ones, acting with the
-    joint policy."""
-
-    def _build(self):
-        cfg = self.cfg
-        self.partition = getattr(self.env, "partition", None) or \
-            single_agent_partition(self.env.spec)
-        part = self.partition
-        actor, critic, dist = make_agent_nets(part, cfg.actor_hidden, cfg.critic_hidden,
-                                              cfg.activation, cfg.init_log_std,
-                                              cfg.policy_head_gain)
-        squeeze = part.action.kind == "discrete" and not hasattr(self.env, "partition")
-        self.actor_net, self.critic_net = actor, critic
-        self.policy = JointPolicy(actor, part, dist, cfg.share_actor, squeeze)
-        self.central = cfg.scheme != "independent"
-        _, factory = ALGORITHMS[cfg.rule]
-        errors = tuple(type(cfg.algo_config).ERRORS)
-        self.algo = make_combinator(factory, cfg.algo_config, part, actor, critic, dist,
-                                    cfg.scheme, cfg.agent_order, cfg.share_actor, errors)
-
-    def init_learner(self, key, hp) -> TrainState:
-        k_params, _, k_run = jax.random.split(key, 3)
-        part, spec = self.partition, self.env.spec
-        n = part.n_agents
-        k_actor, k_critic = jax.random.split(k_params)
-        slots = 1 if self.cfg.share_actor else n
-        o = jnp.zeros((1, agent_input_size(part, self.cfg.share_actor)))
-        # one actor slot is initialised from k_actor itself, as the single-agent trainer does
-        keys = k_actor[None] if slots == 1 else jax.random.split(k_actor, slots)
-        actors = jax.vmap(lambda k: self.actor_net.init(k, o))(keys)
-        if self.central:
-            critic = self.critic_net.init(k_critic, jnp.zeros((1,) + spec.obs_shape))
-        else:
-            critic = jax.vmap(lambda k: self.critic_net.init(k, o))(
-                jax.random.split(k_critic, n))
-        params = {"actor": actors, "critic": critic}
-        return TrainState(params=params, algo_state=self.algo.init(params, self._algo_hp(hp)),
-                          obs_stats=init_stats(spec.obs_shape), ret_stats=init_stats(),
-                          ret_acc=jnp.zeros(spec.num_envs, jnp.float32), rollout=None,
-                          key=k_run, iteration=jnp.int32(0))
-
-    def make_batch(self, state: TrainState, traj, hp):
-        cfg, policy, part = self.cfg, self.policy, self.partition
-        stats = self._stats(state)
-        norm = (lambda x: normalize(stats, x)) if stats is not None else (lambda x: x)
-        obs, final_obs = norm(traj.obs), norm(traj.final_obs)
-        agent_obs = policy.agent_obs(obs)  # [T, N, n, O]
-        action = part.agent_actions(traj.action[..., None] if policy.squeeze else traj.action)
-        behaviour = policy.dist(state.params["actor"], obs)
-        log_prob = policy.agent_distribution.log_prob(behaviour, action)  # [T, N, n]
-        lead = log_prob.shape
-        behaviour = {k: jnp.broadcast_to(v, lead + v.shape[-1:]) if k in ("log_std", "mask")
-                     else v for k, v in behaviour.items()}
-        done = traj.terminated | traj.truncated
-        new_state, reward = self.update_statistics(state, traj, hp)
-        critic = state.params["critic"]
-        if self.central:
-            values = self.critic_net.apply(critic, obs)
-            next_values = self.critic_net.apply(critic, final_obs)
-            adv, ret = gae(reward, values, next_values, traj.terminated, traj.truncated,
-                           hp["gamma"], hp["gae_lambda"])
-        else:
-            final_agent = policy.agent_obs(final_obs)
-            per = jax.vmap(lambda c, x: self.critic_net.apply(c, x), (0, -2), -1)
-            values, next_values = per(critic, agent_obs), per(critic, final_agent)
-            adv, ret = jax.vmap(lambda v, nv: gae(reward, v, nv, traj.terminated,
-                                                  traj.truncated, hp["gamma"],
-                                                  hp["gae_lambda"]), -1, -1)(values,
-                                                                            next_values)
-        flat = lambda x: x.reshape((-1,) + x.shape[2:])
-        batch = MultiAgentBatch(obs={"agent": flat(agent_obs), "state": flat(obs)},
-                                action=flat(action), log_prob=flat(log_prob),
-                                dist=jax.tree.map(flat, behaviour), value=flat(values),
-                                advantage=flat(adv), ret=flat(ret))
-        return batch, new_state, {"reward": reward, "next_values": next_values,
-                              "values": values, "ret": ret, "done": done}

@@ -1,0 +1,14 @@
+"""The errors pgjax raises on purpose: bad user input and failed runs (the lowest layer)."""
+from __future__ import annotations
+
+
+class ConfigError(ValueError):
+    """Bad user input (unknown env, invalid hyperparameter, ...), raised before compilation.
+
+    The message is one line that names the problem and the fix.
+    """
+
+
+class TrainingError(RuntimeError):
+    """A run failed (non-finite loss or parameters, or an algorithm's own failure such as
+    FixPO's fixup cap); the other runs and every record up to the failure are kept."""
