@@ -9,7 +9,8 @@ observation normalisation, truncation bootstrapped from the final observation):
 - **hand-written**: what one writes without a framework — numpy buffers and running
   statistics, one jitted act function per step (action, log-prob, value) and one jitted
   update (GAE plus the epochs and minibatches under ``lax.scan``);
-- **pgjax**: the trainer's host loop (``pgjax.host.HostRuns``) with one run.
+- **pgjax**: the trainer's jitted iteration with one run, the Gymnasium steps called back
+  from inside the compiled program (``pgjax.envs.gym_env``).
 
 Each side is compiled and warmed up first, then timed over the same number of iterations;
 the two are interleaved over ``--repeats`` rounds and the best round of each is reported.
@@ -34,8 +35,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from pgjax import TrainConfig, Trainer
 from pgjax.algos import PPOConfig
-from pgjax.host import HostRuns
-from pgjax.train import run_keys, stack_hparams
+from pgjax.runner import run_keys, stack_hparams
 
 EPOCHS, MINIBATCHES, CLIP, LR, GAMMA, LAM = 10, 32, 0.2, 3e-4, 0.99, 0.95
 
@@ -178,20 +178,21 @@ class HandWritten:
 
 
 # --------------------------------------------------------------------------------------------
-# pgjax's host loop
+# pgjax: one jitted iteration, the environment stepped by callbacks inside it
 # --------------------------------------------------------------------------------------------
 class Pgjax:
     def __init__(self, env_id, num_envs, rollout_len):
         cfg = TrainConfig(env=env_id, num_envs=num_envs, rollout_len=rollout_len,
                           normalize_reward=False, steps=10**7, quiet=True,
                           ppo=PPOConfig(epochs=EPOCHS, minibatches=MINIBATCHES, anneal_lr=False))
-        self.host = HostRuns(Trainer(cfg), 1)
+        self.trainer = Trainer(cfg)
         runs = cfg.runs()
-        self.hps = stack_hparams(runs)
-        self.state = self.host.init(run_keys(runs)[0], self.hps)
+        self.hp = jax.tree.map(lambda x: x[0], stack_hparams(runs))
+        self.state = jax.jit(self.trainer.init)(run_keys(runs)[0][0], self.hp)
+        self._iteration = jax.jit(self.trainer.iteration, donate_argnums=0)
 
     def iteration(self):
-        self.state, _ = self.host.iteration(self.state, self.hps)
+        self.state, _ = self._iteration(self.state, self.hp)
 
     def block(self):
         jax.block_until_ready(self.state.params)
@@ -234,7 +235,7 @@ def main():
                "ratio": round(sps["pgjax"] / sps["hand-written"], 3)}
         print(json.dumps(row), flush=True)
         rows.append(row)
-        sides["pgjax"].host.close()
+        sides["pgjax"].trainer.close()
         sides["hand-written"].venv.close()
     print("| env | envs | hand-written (steps/s) | pgjax (steps/s) | pgjax / hand-written |")
     print("|---|---:|---:|---:|---:|")

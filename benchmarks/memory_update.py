@@ -19,8 +19,8 @@ import jax
 
 from pgjax import TrainConfig
 from pgjax.algos import PPOConfig
-from pgjax.rollout import rollout
-from pgjax.train import make_trainer, stack_hparams
+from pgjax.runner import stack_hparams
+from pgjax.train import make_trainer
 
 
 def _best(fn, repeats):
@@ -42,18 +42,12 @@ def measure(policy: str, a, history: int) -> dict:
     hp = {k: v[0] for k, v in stack_hparams(cfg.runs()).items()}
     state = jax.jit(trainer.init)(jax.random.PRNGKey(0), hp)
     key = jax.random.PRNGKey(1)
-    if policy == "recurrent":
-        collect = jax.jit(trainer.collect)
-        t_roll = _best(lambda: collect(state), a.repeats)
-        state, _, traj, _ = collect(state)
-        update = jax.jit(lambda s, tr: trainer.learn_sequences(s, tr, s.rollout.carry, key,
-                                                               hp)[:2])
-    else:
-        fn = jax.jit(lambda s: rollout(trainer.env, trainer.policy, s.params["actor"],
-                                       trainer._stats(s), s.rollout, key, cfg.rollout_len))
-        t_roll = _best(lambda: fn(state), a.repeats)
-        _, traj = fn(state)
-        update = jax.jit(lambda s, tr: trainer.learn(s, tr, key, hp))
+    collect = jax.jit(lambda s: trainer.collect(s, key))
+    t_roll = _best(lambda: collect(state), a.repeats)
+    end, traj = collect(state)
+    # the update from the carry the rollout started from (BPTT recomputes the rollout)
+    update = jax.jit(lambda s, tr: trainer.learn(s.replace(rollout=end), tr, key, hp,
+                                                 s.rollout.carry))
     t_update = _best(lambda: update(state, traj), a.repeats)
     return {"policy": policy, "history": history, "update_s": t_update, "rollout_s": t_roll}
 

@@ -231,8 +231,7 @@ class Trainer:
     def learn(self, state: TrainState, traj: Transition, k_update, hp, carry0=None):
         """Everything after the rollout: the batch, one update of the rule, diagnostics.
         ``state.rollout`` is where the rollout ended; ``carry0`` the carry it started from."""
-        end = state.rollout.carry if state.rollout is not None else None
-        prep = self.make_batch(state, traj, hp, carry0, end)
+        prep = self.make_batch(state, traj, hp, carry0, state.rollout.carry)
         progress = state.iteration.astype(jnp.float32) / self.cfg.num_iterations
         params, algo_state, metrics = self.algo.update(state.params, state.algo_state,
                                                        prep.batch, k_update,
