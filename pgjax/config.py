@@ -147,6 +147,11 @@ class TrainConfig:
     zero-mean policy; larger values start every seed from a different random policy."""
     normalize_obs: bool = True
     """Running mean/std observation normalisation (statistics kept in the train state)."""
+    obs_stats: str = "running"
+    """What an update of the observation statistics does to the networks. running: nothing,
+    so the same parameters see differently normalised inputs from then on (the reference
+    behaviour of cleanrl, Stable-Baselines3 and Brax); preserve: the layers that read the
+    observation are refitted so that the policy and value outputs stay what they were."""
     normalize_reward: bool = True
     """Scale rewards by the running std of the discounted return (then clip to +-10)."""
     eval_every: int = 10
@@ -286,6 +291,18 @@ class TrainConfig:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}; pass a positive "
                                   f"--{name.replace('_', '-')}")
+        if self.obs_stats not in ("running", "preserve"):
+            raise ConfigError(f"unknown obs_stats '{self.obs_stats}'; pass --obs-stats running "
+                              f"or preserve")
+        if self.obs_stats == "preserve" and self.scheme is not None:
+            raise ConfigError("--obs-stats preserve refits single-agent networks; multi-agent "
+                              "training uses --obs-stats running")
+        if self.obs_stats == "preserve" and (
+                (self.policy in ("stateful", "recurrent") and not self.actor_hidden)
+                or (self.policy == "recurrent" and not self.critic_hidden)):
+            raise ConfigError("--obs-stats preserve refits the dense layer that reads the "
+                              "observation; pass --actor-hidden / --critic-hidden with one or "
+                              "more sizes")
         if self.reset_pool not in ("rollout", "fixed"):
             raise ConfigError(f"unknown reset_pool '{self.reset_pool}'; pass --reset-pool "
                               f"rollout or fixed")

@@ -14,6 +14,8 @@ this interface:
 
 Stateful (S2PG) and window policies are the feedforward kind on an extended environment
 (``pgjax.envs.memory``); ``norm_mask`` marks the observation entries normalisation may touch.
+``refold`` refits the layers that read the observation after a statistics update
+(``--obs-stats preserve``).
 """
 from __future__ import annotations
 
@@ -45,6 +47,42 @@ class Forward(NamedTuple):
     value: jax.Array
     next_value: jax.Array
     carry: Any
+
+
+def fold_dense(dense, scale, shift):
+    """A Dense layer's parameters ``{"kernel": [D, H], "bias": [H]}`` refitted so that on
+    inputs x' it computes what it computed on x = x' * scale + shift (per input entry)."""
+    k = dense["kernel"]
+    return {**dense, "kernel": k * scale[:, None], "bias": dense["bias"] + shift @ k}
+
+
+def _fold_at(params, path, scale, shift):
+    """``params`` with the Dense layer at the key path ``path`` refitted by ``fold_dense``."""
+    if not path:
+        return fold_dense(params, scale, shift)
+    return {**params, path[0]: _fold_at(params[path[0]], path[1:], scale, shift)}
+
+
+def _input_layer(module):
+    """Where a network's first Dense layer (the one reading the observation) sits, and how
+    many leading observation entries it reads (None: all)."""
+    if isinstance(module, StatefulActor):
+        return ("params", "Dense_0"), module.obs_size
+    if isinstance(module, (RecurrentActor, RecurrentCritic)):
+        return ("params", "GRUNet_0", "Dense_0"), None
+    return ("params", "MLP_0", "Dense_0"), None
+
+
+def refold(policy, params, scale, shift):
+    """Actor and critic parameters whose first layers read observations normalised with new
+    statistics as the old ones read them normalised with the old: ``scale`` = new std / old
+    std and ``shift`` = (new mean - old mean) / old std, per observation entry [D]."""
+    out = {}
+    for part in ("actor", "critic"):
+        path, n = _input_layer(getattr(policy, part))
+        sc, sh = (scale, shift) if n is None else (scale[:n], shift[:n])
+        out[part] = _fold_at(params[part], path, sc, sh)
+    return out
 
 
 def _flatten(fields):
@@ -84,6 +122,10 @@ class ActorCritic(NamedTuple):
     def act(self, actor_params, carry, obs, key, deterministic: bool = False):
         return carry, _sample(self.distribution, self.dist(actor_params, obs), key,
                               deterministic)
+
+    def kl(self, p, q):
+        """KL(p || q) per state between two of its distributions."""
+        return self.distribution.kl(p, q)
 
     def forward(self, params, obs, final_obs, action, done, carry0, carry_end) -> Forward:
         d = self.dist(params["actor"], obs)
@@ -159,6 +201,8 @@ class Recurrent(NamedTuple):
 
     def reset_carry(self, carry, done):
         return {**carry, "actor": jnp.where(done[:, None], 0.0, carry["actor"])}
+
+    kl = ActorCritic.kl
 
     def act(self, actor_params, carry, obs, key, deterministic: bool = False):
         h, d = self.actor.apply(actor_params, carry["actor"], obs)
@@ -299,6 +343,10 @@ class JointPolicy(NamedTuple):
 
     initial_carry = ActorCritic.initial_carry
     reset_carry = ActorCritic.reset_carry
+
+    def kl(self, p, q):
+        """KL of the joint policy: the sum over agents."""
+        return self.agent_distribution.kl(p, q).sum(-1)
 
     def act(self, actor_params, carry, obs, key, deterministic: bool = False):
         d = self.agent_dist(actor_params, self.agent_obs(obs))

@@ -33,7 +33,7 @@ from pgjax.envs import make_env
 from pgjax.envs.memory import StatefulEnv, WindowEnv
 from pgjax.normalize import RunningStats, init_stats, normalize, scale_rewards, update_stats
 from pgjax.policies import (Forward, frozen_entries, make_actor_critic, make_joint_policy,
-                            make_recurrent_policy, make_stateful_policy)
+                            make_recurrent_policy, make_stateful_policy, refold)
 from pgjax.rollout import RolloutCarry, Transition, rollout
 
 
@@ -242,12 +242,42 @@ class Trainer:
         metrics = {**metrics, "nonfinite_params": 1.0 - finite.astype(jnp.float32),
                    "explained_variance": _explained_variance(prep.forward.value, prep.ret),
                    "episodes": n_done, "train_return": per_episode(traj.episode_return),
-                   "train_length": per_episode(traj.episode_length)}
+                   "train_length": per_episode(traj.episode_length),
+                   "return_scale": jnp.sqrt(prep.state.ret_stats.var)}
+        if self.cfg.normalize_obs:
+            metrics.update(self.statistics_drift(state, prep, traj, carry0))
+            if self.cfg.obs_stats == "preserve":
+                params = self.preserve_outputs(params, state.obs_stats, prep.state.obs_stats)
         new_state = prep.state.replace(params=params, algo_state=algo_state,
                                        iteration=state.iteration + 1)
         if prep.forward.carry is not None:
             new_state = new_state.replace(rollout=state.rollout.replace(carry=prep.forward.carry))
         return new_state, metrics
+
+    def statistics_drift(self, state: TrainState, prep: Prepared, traj: Transition, carry0):
+        """What this rollout's update of the observation statistics alone does: the KL
+        between the acting policy under the old and under the new statistics on the rollout's
+        states (same parameters; ``--obs-stats preserve`` then folds it away), the mean change
+        of the values, and how far the statistics themselves moved."""
+        old, new = state.obs_stats, prep.state.obs_stats
+        norm = lambda x: normalize(new, x)
+        fwd = self.policy.forward(state.params, norm(traj.obs), norm(traj.final_obs),
+                                  traj.action, traj.terminated | traj.truncated, carry0,
+                                  state.rollout.carry)
+        kl = self.policy.kl(prep.forward.dist, fwd.dist)
+        s_old, s_new = jnp.sqrt(old.var + 1e-8), jnp.sqrt(new.var + 1e-8)
+        return {"kl_stats_mean": kl.mean(), "kl_stats_max": kl.max(),
+                "value_stats_shift": jnp.abs(fwd.value - prep.forward.value).mean(),
+                "obs_std_drift": jnp.abs(jnp.log(s_new / s_old)).mean(),
+                "obs_mean_drift": (jnp.abs(new.mean - old.mean) / s_old).mean()}
+
+    def preserve_outputs(self, params, old: RunningStats, new: RunningStats):
+        """``params`` refitted so that on observations normalised with ``new`` statistics
+        the networks compute what they computed with ``old`` (exactly, where no entry
+        reaches the +-10 clip)."""
+        s_old, s_new = jnp.sqrt(old.var + 1e-8), jnp.sqrt(new.var + 1e-8)
+        return refold(self.policy, params, (s_new / s_old).reshape(-1),
+                      ((new.mean - old.mean) / s_old).reshape(-1))
 
     def iteration(self, state: TrainState, hp):
         state, k_roll, k_update = self.split(state)

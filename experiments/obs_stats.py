@@ -1,0 +1,108 @@
+"""Late degradation of solved tasks: final and best evaluation return per seed, and what the
+observation-statistics updates did, for PPO with ``--obs-stats running`` (the reference
+behaviour), ``preserve`` and without observation normalisation.
+
+    pgjax sweep experiments/sweeps/obs_stats.toml
+    pgjax sweep experiments/sweeps/obs_stats_off.toml
+    python experiments/obs_stats.py experiments/results/sweeps/obs_stats \
+        experiments/results/sweeps/obs_stats_off --out experiments/results/obs_stats
+
+Writes ``results.csv`` (per seed: final and best eval return, the update at the best, the
+drop from best to final; the drift diagnostics averaged over the last quarter of training),
+``summary.csv`` (per group: mean final and best return with 95% bootstrap CIs, seeds within
+5% of their best at the end) and ``curves.png`` (eval return per seed, one panel per task).
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from pgjax.plotting import load
+from pgjax.plots import bootstrap_ci
+
+DRIFT = ["kl_mean", "kl_stats_mean", "kl_stats_max", "obs_std_drift", "obs_mean_drift",
+         "value_stats_shift", "return_scale", "lr"]
+
+
+def variant(df: pd.DataFrame) -> pd.Series:
+    """running / preserve / off, from the group names pgjax plot gives the groups."""
+    g = df["group"]
+    return np.where(g.str.contains("obs_stats=preserve"), "preserve",
+                    np.where(df["group_dir"].str.contains("off") | g.str.contains(
+                        "normalize_obs=False"), "off", "running"))
+
+
+def per_seed(df: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for (env, var, run), d in df.groupby(["env", "variant", "run"]):
+        ev = d.dropna(subset=["eval_return"]).sort_values("iteration")
+        last = d[d["iteration"] > 0.75 * d["iteration"].max()]
+        best = ev.loc[ev["eval_return"].idxmax()]
+        row = {"env": env, "variant": var, "seed": int(d["seed"].iloc[0]),
+               "final": float(ev["eval_return"].iloc[-1]), "best": float(best["eval_return"]),
+               "best_at_steps": int(best["env_steps"]),
+               "steps": int(ev["env_steps"].iloc[-1])}
+        row["drop"] = row["best"] - row["final"]
+        for c in DRIFT:
+            if c in last:
+                row[f"{c} (last quarter)"] = float(last[c].mean())
+        rows.append(row)
+    return pd.DataFrame(rows).sort_values(["env", "variant", "seed"])
+
+
+def summary(res: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for (env, var), d in res.groupby(["env", "variant"]):
+        f, b = d["final"].to_numpy(), d["best"].to_numpy()
+        lo, hi = bootstrap_ci(f)
+        blo, bhi = bootstrap_ci(b)
+        rows.append({"env": env, "variant": var, "seeds": len(d), "final_mean": f.mean(),
+                     "final_ci_low": lo, "final_ci_high": hi, "best_mean": b.mean(),
+                     "best_ci_low": blo, "best_ci_high": bhi,
+                     "seeds_within_5pct_of_best": int((f >= 0.95 * b).sum())})
+    return pd.DataFrame(rows)
+
+
+def figure(df: pd.DataFrame, path: Path) -> None:
+    envs = sorted(df["env"].unique())
+    fig = Figure(figsize=(5 * len(envs), 3.6), constrained_layout=True)
+    axes = fig.subplots(1, len(envs), squeeze=False)[0]
+    colors = {"running": "tab:red", "preserve": "tab:blue", "off": "tab:gray"}
+    for ax, env in zip(axes, envs):
+        for (var, run), d in df[df["env"] == env].groupby(["variant", "run"]):
+            ev = d.dropna(subset=["eval_return"]).sort_values("env_steps")
+            ax.plot(ev["env_steps"], ev["eval_return"], color=colors.get(var, "k"), lw=1,
+                    alpha=0.8, label=var)
+        handles, labels = ax.get_legend_handles_labels()
+        keep = dict(zip(labels, handles))
+        ax.legend(keep.values(), keep.keys(), fontsize=8)
+        ax.set_title(env)
+        ax.set_xlabel("env steps")
+        ax.set_ylabel("eval return (deterministic, per seed)")
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("paths", nargs="+", type=Path)
+    p.add_argument("--out", type=Path, default=Path("experiments/results/obs_stats"))
+    a = p.parse_args()
+    df = load(a.paths)
+    df["variant"] = variant(df)
+    a.out.mkdir(parents=True, exist_ok=True)
+    res = per_seed(df)
+    res.to_csv(a.out / "results.csv", index=False)
+    summ = summary(res)
+    summ.to_csv(a.out / "summary.csv", index=False)
+    figure(df, a.out / "curves.png")
+    with pd.option_context("display.width", 200, "display.max_columns", 30):
+        print(res.round(4).to_string(index=False))
+        print(summ.round(1).to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()

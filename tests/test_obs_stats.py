@@ -1,0 +1,128 @@
+"""--obs-stats preserve: after a statistics update the refitted networks compute on the newly
+normalised observations exactly what the old networks computed on the old ones; the drift
+diagnostics measure what the update would otherwise do."""
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from pgjax import ConfigError, TrainConfig
+from pgjax.algos import PPOConfig
+from pgjax.envs import ActionSpace
+from pgjax.normalize import RunningStats, normalize
+from pgjax.policies import make_actor_critic, make_recurrent_policy, refold
+from pgjax.train import Trainer
+
+
+def _stats(key, d, base=None):
+    """Random statistics, or ``base`` moved by a typical update (no entry near the clip)."""
+    k1, k2 = jax.random.split(key)
+    if base is None:
+        return RunningStats(mean=jax.random.normal(k1, (d,)),
+                            var=jnp.exp(jax.random.normal(k2, (d,))), count=jnp.float32(10.0))
+    return RunningStats(mean=base.mean + 0.3 * jnp.sqrt(base.var) * jax.random.normal(k1, (d,)),
+                        var=base.var * jnp.exp(0.3 * jax.random.normal(k2, (d,))),
+                        count=base.count + 10.0)
+
+
+def _fold(old, new):
+    s_old, s_new = jnp.sqrt(old.var + 1e-8), jnp.sqrt(new.var + 1e-8)
+    return s_new / s_old, (new.mean - old.mean) / s_old
+
+
+def _perturbed(params, key):
+    leaves, tree = jax.tree.flatten(params)
+    keys = jax.random.split(key, len(leaves))
+    return jax.tree.unflatten(tree, [x + 0.3 * jax.random.normal(k, x.shape)
+                                     for x, k in zip(leaves, keys)])
+
+
+@pytest.mark.parametrize("action", [ActionSpace("box", 2), ActionSpace("discrete", 3)])
+def test_refitted_feedforward_networks_compute_the_same_outputs(action):
+    d = 5
+    policy = make_actor_critic(action, "auto", (16, 8), (16,))
+    params = _perturbed(policy.init(jax.random.PRNGKey(0), (d,)), jax.random.PRNGKey(1))
+    old = _stats(jax.random.PRNGKey(2), d)
+    new = _stats(jax.random.PRNGKey(3), d, old)
+    x = old.mean + jnp.sqrt(old.var) * jax.random.normal(jax.random.PRNGKey(4), (64, d))
+    assert float(jnp.abs(normalize(new, x, clip=jnp.inf)).max()) < 10  # no entry clipped
+    folded = refold(policy, params, *_fold(old, new))
+    before_d = policy.dist(params["actor"], normalize(old, x))
+    after_d = policy.dist(folded["actor"], normalize(new, x))
+    for a, b in zip(jax.tree.leaves(before_d), jax.tree.leaves(after_d)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(policy.value(params["critic"], normalize(old, x)),
+                               policy.value(folded["critic"], normalize(new, x)),
+                               rtol=1e-4, atol=1e-4)
+    # without the refit the outputs do change: the test can fail
+    moved = policy.dist(params["actor"], normalize(new, x))
+    assert max(float(jnp.abs(a - b).max()) for a, b in
+               zip(jax.tree.leaves(before_d), jax.tree.leaves(moved))) > 1e-2
+
+
+def test_refitted_recurrent_networks_compute_the_same_steps():
+    d, h = 4, 6
+    cfg = TrainConfig(actor_hidden=(8,), critic_hidden=(8,), carry_size=h)
+    policy = make_recurrent_policy(ActionSpace("box", 2), cfg)
+    params = _perturbed(policy.init(jax.random.PRNGKey(0), (d,)), jax.random.PRNGKey(1))
+    old = _stats(jax.random.PRNGKey(2), d)
+    new = _stats(jax.random.PRNGKey(3), d, old)
+    x = old.mean + jnp.sqrt(old.var) * jax.random.normal(jax.random.PRNGKey(4), (16, d))
+    carry = jax.random.normal(jax.random.PRNGKey(5), (16, h))
+    folded = refold(policy, params, *_fold(old, new))
+    for part in ("actor", "critic"):
+        net = getattr(policy, part)
+        a = net.apply(params[part], carry, normalize(old, x))
+        b = net.apply(folded[part], carry, normalize(new, x))
+        for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+            np.testing.assert_allclose(u, v, rtol=1e-4, atol=1e-4)
+
+
+SMALL = TrainConfig(env="jax:cartpole", num_envs=8, rollout_len=16, eval_every=2,
+                    eval_envs=2, steps=8 * 16 * 4, quiet=True,
+                    ppo=PPOConfig(epochs=2, minibatches=4))
+
+
+@pytest.mark.parametrize("policy", ["auto", "stateful"])
+def test_preserve_leaves_the_policy_unchanged_by_the_statistics_update(policy):
+    """One iteration: the policy acting next (new parameters, new statistics) equals the
+    updated policy under the statistics it was updated with, on the rollout's states."""
+    cfg = dataclasses.replace(SMALL, obs_stats="preserve", policy=policy, z_dim=3)
+    trainer = Trainer(cfg)
+    hp = cfg.base_hparams()
+    state = jax.jit(trainer.init)(jax.random.PRNGKey(0), hp)
+    captured = {}
+    update = trainer.algo.update
+
+    def spy(params, algo_state, batch, key, hp_, progress):
+        out = update(params, algo_state, batch, key, hp_, progress)
+        captured["params"] = out[0]
+        return out
+
+    trainer.algo = trainer.algo._replace(update=spy)
+    new_state, metrics = trainer.iteration(state, hp)
+    old = state.obs_stats  # states the policy acted on, none of them clipped
+    x = old.mean + jnp.sqrt(old.var) * jax.random.normal(
+        jax.random.PRNGKey(7), (32,) + trainer.env.spec.obs_shape)
+    for stats in (old, new_state.obs_stats):
+        assert float(jnp.abs(normalize(stats, x, clip=jnp.inf)).max()) < 10
+    acted = trainer.policy.dist(new_state.params["actor"], normalize(new_state.obs_stats, x))
+    updated = trainer.policy.dist(captured["params"]["actor"], normalize(state.obs_stats, x))
+    for a, b in zip(jax.tree.leaves(acted), jax.tree.leaves(updated)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+    # the statistics did move, and the diagnostics say how much that alone would change
+    assert float(metrics["kl_stats_mean"]) > 0 and float(metrics["obs_std_drift"]) > 0
+
+
+def test_obs_stats_errors():
+    with pytest.raises(ConfigError, match="--obs-stats running or preserve"):
+        dataclasses.replace(SMALL, obs_stats="frozen").validate()
+    with pytest.raises(ConfigError, match="multi-agent"):
+        dataclasses.replace(SMALL, obs_stats="preserve", algo="happo").validate()
+    with pytest.raises(ConfigError, match="--actor-hidden"):
+        dataclasses.replace(SMALL, obs_stats="preserve", policy="recurrent",
+                            actor_hidden=()).validate()
