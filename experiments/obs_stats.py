@@ -21,8 +21,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from pgjax.plotting import load
+from pgjax.plotting import find_run_dirs, load
 from pgjax.plots import bootstrap_ci
+from pgjax.records import is_finished
 
 DRIFT = ["kl_mean", "kl_stats_mean", "kl_stats_max", "obs_std_drift", "obs_mean_drift",
          "value_stats_shift", "return_scale", "lr"]
@@ -91,7 +92,10 @@ def main():
     p.add_argument("paths", nargs="+", type=Path)
     p.add_argument("--out", type=Path, default=Path("experiments/results/obs_stats"))
     a = p.parse_args()
-    df = load(a.paths)
+    done = [d for d in find_run_dirs(a.paths) if is_finished(d)]
+    for d in sorted(set(find_run_dirs(a.paths)) - set(done)):
+        print(f"not finished, left out: {d}")
+    df = load(done)
     df["variant"] = variant(df)
     a.out.mkdir(parents=True, exist_ok=True)
     res = per_seed(df)
