@@ -236,6 +236,10 @@ class Trainer:
         params, algo_state, metrics = self.algo.update(state.params, state.algo_state,
                                                        prep.batch, k_update,
                                                        self._algo_hp(hp), progress)
+        if self.cfg.normalize_obs:
+            metrics = {**metrics, **self.statistics_drift(state, prep, traj, carry0)}
+            if self.cfg.obs_stats == "preserve":
+                params = self.preserve_outputs(params, state.obs_stats, prep.state.obs_stats)
         n_done = (traj.terminated | traj.truncated).astype(jnp.float32).sum()
         finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(params)]))
         per_episode = lambda x: jnp.where(n_done > 0, x.sum() / jnp.maximum(n_done, 1), jnp.nan)
@@ -244,10 +248,6 @@ class Trainer:
                    "episodes": n_done, "train_return": per_episode(traj.episode_return),
                    "train_length": per_episode(traj.episode_length),
                    "return_scale": jnp.sqrt(prep.state.ret_stats.var)}
-        if self.cfg.normalize_obs:
-            metrics.update(self.statistics_drift(state, prep, traj, carry0))
-            if self.cfg.obs_stats == "preserve":
-                params = self.preserve_outputs(params, state.obs_stats, prep.state.obs_stats)
         new_state = prep.state.replace(params=params, algo_state=algo_state,
                                        iteration=state.iteration + 1)
         if prep.forward.carry is not None:
