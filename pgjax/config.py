@@ -152,6 +152,10 @@ class TrainConfig:
     so the same parameters see differently normalised inputs from then on (the reference
     behaviour of cleanrl, Stable-Baselines3 and Brax); preserve: the layers that read the
     observation are refitted so that the policy and value outputs stay what they were."""
+    obs_stats_steps: int = 0
+    """Update the observation statistics only during the first this many environment steps
+    of a run and keep them fixed afterwards (a converged policy then sees the same inputs
+    for the same states); 0: update them throughout training."""
     normalize_reward: bool = True
     """Scale rewards by the running std of the discounted return (then clip to +-10)."""
     eval_every: int = 10
@@ -294,6 +298,9 @@ class TrainConfig:
         if self.obs_stats not in ("running", "preserve"):
             raise ConfigError(f"unknown obs_stats '{self.obs_stats}'; pass --obs-stats running "
                               f"or preserve")
+        if self.obs_stats_steps < 0:
+            raise ConfigError(f"obs_stats_steps must be >= 0, got {self.obs_stats_steps}; pass "
+                              f"--obs-stats-steps 0 to update the statistics throughout")
         if self.obs_stats == "preserve" and self.scheme is not None:
             raise ConfigError("--obs-stats preserve refits single-agent networks; multi-agent "
                               "training uses --obs-stats running")

@@ -159,8 +159,15 @@ class Trainer:
             done = traj.terminated | traj.truncated
             ret_stats, ret_acc, reward = scale_rewards(ret_stats, ret_acc, traj.reward, done,
                                                        hp["gamma"])
-        obs_stats = self.update_obs_stats(state.obs_stats, traj.obs) if cfg.normalize_obs \
-            else state.obs_stats
+        obs_stats = state.obs_stats
+        if cfg.normalize_obs:
+            obs_stats = self.update_obs_stats(state.obs_stats, traj.obs)
+            if cfg.obs_stats_steps:
+                # frozen once the steps collected before this rollout reach obs_stats_steps
+                seen = state.iteration.astype(jnp.float32) * cfg.batch_size
+                obs_stats = jax.tree.map(
+                    lambda new, old: jnp.where(seen < cfg.obs_stats_steps, new, old),
+                    obs_stats, state.obs_stats)
         return state.replace(obs_stats=obs_stats, ret_stats=ret_stats, ret_acc=ret_acc), reward
 
     # -- state ------------------------------------------------------------------------------

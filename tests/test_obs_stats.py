@@ -118,7 +118,35 @@ def test_preserve_leaves_the_policy_unchanged_by_the_statistics_update(policy):
     assert float(metrics["kl_stats_mean"]) > 0 and float(metrics["obs_std_drift"]) > 0
 
 
+def test_obs_stats_steps_freezes_the_statistics_after_that_many_steps():
+    """Statistics move while fewer than --obs-stats-steps steps were collected before a
+    rollout, then stay bit-identical; without the option they keep moving."""
+    batch = SMALL.num_envs * SMALL.rollout_len
+    trajectories = {}
+    for limit in (0, 2 * batch):
+        cfg = dataclasses.replace(SMALL, obs_stats_steps=limit)
+        trainer = Trainer(cfg)
+        hp = cfg.base_hparams()
+        state = jax.jit(trainer.init)(jax.random.PRNGKey(0), hp)
+        step = jax.jit(trainer.iteration)
+        means = [np.asarray(state.obs_stats.mean)]
+        for _ in range(4):
+            state, _ = step(state, hp)
+            means.append(np.asarray(state.obs_stats.mean))
+        trajectories[limit] = means
+    free, frozen = trajectories[0], trajectories[2 * batch]
+    # the first two rollouts (0 and batch steps seen before them) update, as without the option
+    for i in (1, 2):
+        np.testing.assert_array_equal(frozen[i], free[i])
+        assert np.abs(frozen[i] - frozen[i - 1]).max() > 0
+    np.testing.assert_array_equal(frozen[3], frozen[2])
+    np.testing.assert_array_equal(frozen[4], frozen[2])
+    assert np.abs(free[4] - free[2]).max() > 0
+
+
 def test_obs_stats_errors():
+    with pytest.raises(ConfigError, match="--obs-stats-steps 0"):
+        dataclasses.replace(SMALL, obs_stats_steps=-1).validate()
     with pytest.raises(ConfigError, match="--obs-stats running or preserve"):
         dataclasses.replace(SMALL, obs_stats="frozen").validate()
     with pytest.raises(ConfigError, match="multi-agent"):
