@@ -2,6 +2,8 @@
 
     pgjax train --algo ppo --env brax:inverted_pendulum --seeds 4 --steps 300000
     pgjax train --help            every field of the typed config, documented
+    pgjax train --preset s2pg-paper --env brax:hopper --observe positions
+    pgjax presets [NAME ...]      each preset's source, settings and deviations
 """
 from __future__ import annotations
 
@@ -14,23 +16,48 @@ commands:
             (pgjax train --help lists every option)
   sweep     run a TOML grid of algorithms x environments x hyperparameters x seeds, resumable
   plot      IQM/mean curves with stratified-bootstrap CIs, aggregate tables, diagnostics
+  presets   list the named presets (pgjax train --preset NAME) with their sources and values
 """
 
 
-def train_main(argv: list[str]) -> int:
+def parse_train(argv: list[str]):
+    """``pgjax train`` arguments -> TrainConfig; with ``--preset`` the preset (for the
+    ``--env`` given) becomes the defaults, so every explicit flag overrides it."""
     import tyro
 
     from pgjax.config import TrainConfig
+
+    cfg = tyro.cli(TrainConfig, args=argv, prog="pgjax train")
+    if cfg.preset is None:
+        return cfg
+    base = TrainConfig(env=cfg.env).with_preset(cfg.preset)
+    return tyro.cli(TrainConfig, args=argv, prog="pgjax train", default=base)
+
+
+def train_main(argv: list[str]) -> int:
     from pgjax.errors import ConfigError, TrainingError
     from pgjax.runner import run
 
-    cfg = tyro.cli(TrainConfig, args=argv, prog="pgjax train")
     try:
+        cfg = parse_train(argv)
         records = run(cfg)
     except (ConfigError, TrainingError) as e:
         print(f"pgjax train: error: {e}", file=sys.stderr)
         return 2
     print(f"records written to {records.root}")
+    return 0
+
+
+def presets_main(argv: list[str]) -> int:
+    from pgjax import presets
+
+    names = argv or list(presets.PRESETS)
+    unknown = [n for n in names if n not in presets.PRESETS]
+    if unknown:
+        print(f"pgjax presets: error: unknown preset '{unknown[0]}'; use one of "
+              f"{', '.join(presets.PRESETS)}", file=sys.stderr)
+        return 2
+    print("\n\n".join(presets.describe(presets.PRESETS[n]) for n in names))
     return 0
 
 
@@ -46,7 +73,8 @@ def plot_main(argv: list[str]) -> int:
     return main_(argv)
 
 
-COMMANDS = {"train": train_main, "sweep": sweep_main, "plot": plot_main}
+COMMANDS = {"train": train_main, "sweep": sweep_main, "plot": plot_main,
+            "presets": presets_main}
 
 
 def main(argv: list[str] | None = None) -> int:

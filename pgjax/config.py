@@ -71,6 +71,10 @@ def _parse_option(cls, item: str):
 class TrainConfig:
     """Train one update rule on one environment, several seeds and hyperparameters at once."""
 
+    preset: Optional[str] = None
+    """A named bundle of a source's settings (pgjax presets lists them with their sources),
+    applied before every other option, so explicit flags override it; recorded in
+    config.json with every resolved value."""
     algo: str = "ppo"
     """Update rule: ppo, trpo, spo (Simple Policy Optimization, ICML 2025) or fixpo; for
     multi-agent training also happo, hatrpo, haspo, hafixpo (sequential updates), mappo
@@ -120,8 +124,10 @@ class TrainConfig:
     with BPTT, --bptt-len) or window (the last --window observations)."""
     z_dim: int = 32
     """Stateful policy: size of the internal state z."""
-    z_std: float = 0.1
-    """Stateful policy: initial standard deviation of z' (learned)."""
+    z_std: float = 0.5
+    """Stateful policy: initial standard deviation of z' (learned, one per z entry), 0.5 as
+    in the S2PG authors' PPO runs. Small values make z's share of the joint likelihood
+    ratio dominate PPO's clipping (a shift d of z's mean costs d^2 / (2 z_std^2) nats)."""
     stateful_prev_action: bool = False
     """Stateful policy: also feed the previous action to the actor and critic."""
     carry_size: int = 64
@@ -158,6 +164,8 @@ class TrainConfig:
     for the same states); 0: update them throughout training."""
     normalize_reward: bool = True
     """Scale rewards by the running std of the discounted return (then clip to +-10)."""
+    reward_scale: float = 1.0
+    """Multiply every reward by this constant first (Brax's reward_scaling)."""
     eval_every: int = 10
     """Iterations per chunk: the host prints, evaluates and writes records after each chunk."""
     eval_envs: int = 16
@@ -298,6 +306,13 @@ class TrainConfig:
         if self.obs_stats not in ("running", "preserve"):
             raise ConfigError(f"unknown obs_stats '{self.obs_stats}'; pass --obs-stats running "
                               f"or preserve")
+        if self.preset is not None:
+            from pgjax import presets
+
+            presets.get(self.preset)  # ConfigError for an unknown name
+        if not self.reward_scale > 0:
+            raise ConfigError(f"reward_scale must be > 0, got {self.reward_scale}; pass a "
+                              f"positive --reward-scale")
         if self.obs_stats_steps < 0:
             raise ConfigError(f"obs_stats_steps must be >= 0, got {self.obs_stats_steps}; pass "
                               f"--obs-stats-steps 0 to update the statistics throughout")
@@ -358,6 +373,52 @@ class TrainConfig:
                                       "sequences (num_envs x rollout_len / bptt_len)")
         else:
             self.algo_config.validate(self.batch_size, self.rule)
+
+    def with_options(self, options: dict, where: str = "the options",
+                     every_rule: bool = False) -> "TrainConfig":
+        """This config with fields set from ``{name: value}`` (lists become tuples);
+        ``<rule>.<field>`` sets a built-in rule's option: that of the selected rule only, or
+        of every rule named when ``every_rule`` (presets, which hold settings for several)."""
+        fields = {f.name for f in dataclasses.fields(TrainConfig)}
+        plain, nested = {}, {}
+        for key, value in options.items():
+            key = key.replace("-", "_")
+            head, dot, tail = key.partition(".")
+            if dot:
+                if head not in BUILTIN or not hasattr(getattr(self, head), tail):
+                    raise ConfigError(f"unknown option '{key}' in {where}; use <rule>.<field> "
+                                      f"with a field of that rule's config (see pgjax train "
+                                      f"--help)")
+                if every_rule or head == self.rule:
+                    nested.setdefault(head, {})[tail] = value
+            elif key not in fields:
+                raise ConfigError(f"unknown option '{key}' in {where}; use a `pgjax train` "
+                                  f"option (see pgjax train --help)")
+            else:
+                plain[key] = tuple(value) if isinstance(value, list) else value
+        cfg = dataclasses.replace(self, **plain)
+        for head, values in nested.items():
+            cfg = dataclasses.replace(cfg, **{head: dataclasses.replace(getattr(cfg, head),
+                                                                        **values)})
+        return cfg
+
+    def with_preset(self, name: Optional[str]) -> "TrainConfig":
+        """This config with preset ``name`` applied for its environment (every option the
+        preset sets is overwritten; ``preset`` records the name)."""
+        if name is None:
+            return self
+        from pgjax import presets
+
+        return dataclasses.replace(self.with_options(presets.resolve(name, self.env),
+                                                     f"preset {name}", every_rule=True),
+                                   preset=name)
+
+    @classmethod
+    def from_preset(cls, name: str, **options) -> "TrainConfig":
+        """Preset ``name`` for ``options["env"]`` (or the default env), then ``options``
+        (``<rule>.<field>`` keys allowed): the Python form of ``pgjax train --preset``."""
+        base = cls(**{k: v for k, v in options.items() if k == "env"}).with_preset(name)
+        return base.with_options(options, "the options", every_rule=True)
 
     def with_name(self) -> "TrainConfig":
         """This config with a run-directory name (the default: <algo>_<env>_<timestamp>)."""

@@ -128,7 +128,7 @@ class StatefulActor(nn.Module):
     action: ActionSpace
     activation: Callable = nn.tanh
     init_log_std: float = 0.0
-    z_std: float = 0.1
+    z_std: float = 0.5
     head_gain: float = 0.01
 
     @nn.compact

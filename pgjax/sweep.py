@@ -23,6 +23,10 @@ Example (``experiments/sweeps/quick.toml`` is a runnable one)::
     [static]                       # static options: one compiled program per combination
     actor_hidden = [[64, 64], [256, 256]]
 
+A top-level ``preset = "NAME"`` (or a ``[static]`` list ``preset = [...]``) applies a named
+preset (``pgjax presets``) to each group first; the sweep's algorithm, then ``[config]``,
+``[env_config]`` and ``[static]`` override it.
+
 Every (algorithm, environment, static combination) is a *group*: one ``pgjax train`` run
 directory ``<out>/<name>/<group>/`` whose seeds and grid points are vmapped into one program
 and compiled once. Every config is built and validated before anything runs.
@@ -47,41 +51,14 @@ from pgjax.config import TrainConfig
 from pgjax.errors import ConfigError
 from pgjax.records import atomic_write_json, is_finished
 
-TOP_KEYS = {"name", "out", "algos", "envs", "seeds", "seed", "config", "env_config", "grid",
-            "static"}
+TOP_KEYS = {"name", "out", "algos", "envs", "seeds", "seed", "preset", "config", "env_config",
+            "grid", "static"}
 
 
 def _fmt(v) -> str:
     if isinstance(v, (list, tuple)):
         return "x".join(_fmt(x) for x in v)
     return f"{v:g}" if isinstance(v, float) else str(v)
-
-
-def _apply(cfg: TrainConfig, options: dict, where: str) -> TrainConfig:
-    """Set TrainConfig fields from {name: value}; ``algo.field`` sets that rule's option
-    (ignored for groups of other rules)."""
-    fields = {f.name for f in dataclasses.fields(TrainConfig)}
-    plain, nested = {}, {}
-    for key, value in options.items():
-        key = key.replace("-", "_")
-        head, dot, tail = key.partition(".")
-        if dot:
-            if head not in ("ppo", "trpo", "spo", "fixpo") or not hasattr(getattr(cfg, head), tail):
-                raise ConfigError(f"unknown option '{key}' in {where}; use <rule>.<field> with "
-                                  f"a field of that rule's config (see pgjax train --help)")
-            if head == cfg.rule:
-                nested.setdefault(head, {})[tail] = value
-        elif key not in fields:
-            raise ConfigError(f"unknown option '{key}' in {where}; use a `pgjax train` option "
-                              f"(see pgjax train --help)")
-        else:
-            if isinstance(value, list):
-                value = tuple(value)
-            plain[key] = value
-    cfg = dataclasses.replace(cfg, **plain)
-    for head, values in nested.items():
-        cfg = dataclasses.replace(cfg, **{head: dataclasses.replace(getattr(cfg, head), **values)})
-    return cfg
 
 
 @dataclasses.dataclass
@@ -136,11 +113,13 @@ class Sweep:
             combo = dict(zip(static, values))
             name = "_".join([algo, env.replace(":", "-")] +
                             [f"{k.split('.')[-1]}={_fmt(v)}" for k, v in combo.items()])
-            cfg = TrainConfig(algo=algo, env=env, seeds=spec.get("seeds", 1),
-                              seed=spec.get("seed", 0), out=str(root), name=name)
-            cfg = _apply(cfg, spec.get("config", {}), "[config]")
-            cfg = _apply(cfg, spec.get("env_config", {}).get(env, {}), f"[env_config.\"{env}\"]")
-            cfg = _apply(cfg, combo, "[static]")
+            cfg = TrainConfig(env=env).with_preset(combo.pop("preset", spec.get("preset")))
+            cfg = dataclasses.replace(cfg, algo=algo, seeds=spec.get("seeds", 1),
+                                      seed=spec.get("seed", 0), out=str(root), name=name)
+            cfg = cfg.with_options(spec.get("config", {}), "[config]")
+            cfg = cfg.with_options(spec.get("env_config", {}).get(env, {}),
+                                   f"[env_config.\"{env}\"]")
+            cfg = cfg.with_options(combo, "[static]")
             entries = []
             for k, vals in grid.items():
                 head, dot, _ = k.partition(".")

@@ -155,9 +155,11 @@ class Trainer:
         observation normalisation. Returns (state with new statistics, rewards for GAE)."""
         cfg = self.cfg
         ret_stats, ret_acc, reward = state.ret_stats, state.ret_acc, traj.reward
+        if cfg.reward_scale != 1.0:
+            reward = reward * cfg.reward_scale
         if cfg.normalize_reward:
             done = traj.terminated | traj.truncated
-            ret_stats, ret_acc, reward = scale_rewards(ret_stats, ret_acc, traj.reward, done,
+            ret_stats, ret_acc, reward = scale_rewards(ret_stats, ret_acc, reward, done,
                                                        hp["gamma"])
         obs_stats = state.obs_stats
         if cfg.normalize_obs:

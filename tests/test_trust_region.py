@@ -131,12 +131,17 @@ FIXPO_SMALL = TrainConfig(env="jax:cartpole", algo="fixpo", num_envs=8, rollout_
                                             eps_kl=0.05, anneal_lr=False))
 
 
-@pytest.mark.parametrize("env,policy_kw", [("jax:cartpole", {}),
-                                           ("brax:inverted_pendulum", {"episode_length": 100})])
-def test_fixpo_max_kl_bound_holds_after_every_update(env, policy_kw):
+@pytest.mark.parametrize("env,policy_kw,every_epoch", [
+    ("jax:cartpole", {}, True),
+    ("brax:inverted_pendulum", {"episode_length": 100}, True),
+    ("jax:cartpole", {}, False)])
+def test_fixpo_max_kl_bound_holds_after_every_update(env, policy_kw, every_epoch):
     """Every update, over many seeds and learning rates up to 100x the default, leaves every
-    state of the batch with KL(pi_old || pi_new) <= eps_kl."""
-    cfg = dataclasses.replace(FIXPO_SMALL, env=env, **policy_kw)
+    state of the batch with KL(pi_old || pi_new) <= eps_kl, with the fixup phase after every
+    epoch (the default) and only after the last."""
+    cfg = dataclasses.replace(FIXPO_SMALL, env=env, **policy_kw,
+                              fixpo=dataclasses.replace(FIXPO_SMALL.fixpo,
+                                                        fixup_every_epoch=every_epoch))
     trainer = Trainer(cfg)
     runs = [(s, {**cfg.base_hparams(), "fixpo.lr": lr}) for lr in (3e-4, 3e-3, 1e-2, 3e-2)
             for s in range(6)]

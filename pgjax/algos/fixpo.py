@@ -77,8 +77,9 @@ class FixPOConfig(AlgoConfig):
     """Primary-phase minibatches per epoch (2048 / 4 = 512, the authors' size)."""
     fixup_minibatches: int = 2
     """Fixup-phase minibatches per pass (2048 / 2 = 1024, the authors' size)."""
-    fixup_every_epoch: bool = False
-    """Run the fixup phase after every epoch instead of only after the last."""
+    fixup_every_epoch: bool = True
+    """Run the fixup phase after every epoch (the authors' paper runs, fixup_every_repeat=1);
+    false: only once, after the last epoch."""
     fixup_max_passes: int = 1000
     """Cap on fixup passes; reaching it stops training with an error."""
     norm_adv: bool = False
@@ -166,17 +167,25 @@ def make_fixpo(cfg: FixPOConfig, policy) -> Algorithm:
             st = FixPOState(opt, *beta_step(c.st.beta, c.st.beta_opt, aux["kl_max_mb"], hp))
             return c._replace(params=params, st=st), {**aux, "grad_norm": g_norm}
 
+        def fixed(c):
+            """(c after a fixup phase, the batch's max KL before it)."""
+            kl_before = kl_terms(c.params["actor"], batch)[1].max()
+            f = fixup(c.params, c.st, batch, hp, lr)
+            return f._replace(fix_steps=c.fix_steps + f.fix_steps,
+                              cap_hit=c.cap_hit | f.cap_hit), kl_before
+
         def epoch(c, k):
             c, logs = jax.lax.scan(mb_step, c, shuffled_minibatches(k, batch, cfg.minibatches))
             if cfg.fixup_every_epoch:
-                f = fixup(c.params, c.st, batch, hp, lr)
-                c = f._replace(fix_steps=c.fix_steps + f.fix_steps, cap_hit=c.cap_hit | f.cap_hit)
+                c, logs["kl_before"] = fixed(c)
             return c, logs
 
         c, logs = jax.lax.scan(epoch, EpochCarry(params, st, jnp.int32(0), jnp.bool_(False)),
                                jax.random.split(key, cfg.epochs))
-        kl_before = kl_terms(c.params["actor"], batch)[1].max()
-        c = c if cfg.fixup_every_epoch else fixup(c.params, c.st, batch, hp, lr)
+        if cfg.fixup_every_epoch:
+            kl_before = logs["kl_before"].max()  # the largest over the epochs' fixup phases
+        else:
+            c, kl_before = fixed(c)
         primary, fix_steps = cfg.epochs * cfg.minibatches, c.fix_steps.astype(jnp.float32)
         metrics = {"pg_loss": logs["pg_loss"].mean(), "v_loss": logs["v_loss"].mean(),
                    "grad_norm": logs["grad_norm"].mean(), "beta": c.st.beta, "lr": lr,

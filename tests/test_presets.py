@@ -1,0 +1,122 @@
+"""Presets resolve to the values read from their sources, per task where the source tunes per
+task; explicit flags, Python options and sweep entries override them; the listing names
+each preset's source."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pgjax import ConfigError, TrainConfig
+from pgjax.cli import main, parse_train
+from pgjax.presets import PRESETS, resolve, task_key
+from pgjax.sweep import Sweep
+
+# a task each preset is meant for
+ENVS = {"cleanrl": "gym:HalfCheetah-v5", "spo-paper": "gym:Hopper-v5",
+        "fixpo-paper": "gym:Hopper-v5", "s2pg-paper": "brax:hopper",
+        "happo-paper": "mabrax:halfcheetah_2x3", "brax": "brax:halfcheetah"}
+
+
+def _value(cfg: TrainConfig, key: str):
+    head, dot, tail = key.partition(".")
+    return getattr(getattr(cfg, head), tail) if dot else getattr(cfg, key)
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_preset_resolves_validates_and_is_recorded(name):
+    cfg = TrainConfig.from_preset(name, env=ENVS[name])
+    cfg.validate()
+    assert cfg.preset == name and cfg.to_dict()["preset"] == name
+    for key, value in resolve(name, ENVS[name]).items():
+        assert _value(cfg, key) == (tuple(value) if isinstance(value, list) else value), key
+
+
+def test_presets_hold_the_sources_values():
+    # S2PG (robfiras/s2pg launcher): clip 0.05 on Hopper/Walker2d, 0.2 on HalfCheetah/Ant
+    for env, eps in [("brax:hopper", 0.05), ("gym:Walker2d-v5", 0.05),
+                     ("brax:halfcheetah", 0.2), ("gym:Ant-v5", 0.2)]:
+        c = TrainConfig.from_preset("s2pg-paper", env=env)
+        assert c.ppo.clip_eps == eps, env
+    c = TrainConfig.from_preset("s2pg-paper", env="brax:hopper")
+    assert (c.z_std, math.exp(c.init_log_std), c.z_dim, c.stateful_prev_action) == \
+        (0.5, pytest.approx(0.5), 128, True)
+    assert (c.ppo.lr, c.ppo.anneal_lr, c.batch_size // c.ppo.minibatches) == (5e-5, False, 32)
+    # FixPO (uscresl/stabilized-rl): batch 8192, minibatch 512, fixup 1024, C_beta 3
+    c = TrainConfig.from_preset("fixpo-paper", env="gym:Hopper-v5")
+    assert (c.batch_size, c.batch_size // c.fixpo.minibatches,
+            c.batch_size // c.fixpo.fixup_minibatches) == (8192, 512, 1024)
+    assert (c.fixpo.c_beta, c.fixpo.eps_kl, c.init_log_std, c.fixpo.fixup_every_epoch) == \
+        (3.0, 0.5, -0.5, True)
+    # SPO (its mujoco/main.py): 7-layer policy, 8 x 256 steps, 4 minibatches; the PPO
+    # baseline of the same preset has the same settings
+    for algo in ("spo", "ppo"):
+        c = TrainConfig.from_preset("spo-paper", env="gym:Hopper-v5", algo=algo)
+        assert c.actor_hidden == (256, 256, 128, 128, 64, 64) and c.critic_hidden == (64, 64)
+        assert (c.num_envs, c.rollout_len, c.algo_config.minibatches,
+                c.algo_config.epochs) == (8, 256, 4, 10)
+    # Brax notebook, halfcheetah: 512 x 32 sequences of 20 steps per update, 8 epochs
+    c = TrainConfig.from_preset("brax", env="brax:halfcheetah")
+    assert c.batch_size == 512 * 32 * 20 and (c.ppo.epochs, c.gamma) == (8, 0.95)
+    c = TrainConfig.from_preset("brax", env="brax:ant")
+    assert (c.num_envs, c.batch_size, c.reward_scale) == (4096, 2048 * 32 * 5, 10.0)
+    # HARL: defaults, and the tuned Walker2d 2x3 values; initial std sigmoid(1) * 0.5
+    c = TrainConfig.from_preset("happo-paper", env="mabrax:halfcheetah_6x1")
+    assert (c.ppo.lr, c.ppo.clip_eps, c.ppo.epochs, c.ppo.ent_coef) == (5e-4, 0.2, 5, 0.01)
+    assert math.exp(c.init_log_std) == pytest.approx(0.3655, abs=1e-4)
+    c = TrainConfig.from_preset("happo-paper", env="mabrax:walker2d_2x3")
+    assert (c.ppo.lr, c.ppo.clip_eps, c.ppo.minibatches) == (1e-3, 0.05, 2)
+
+
+def test_task_keys():
+    assert [task_key(e) for e in ("gym:Hopper-v5", "brax:inverted_pendulum",
+                                  "mabrax:walker2d_2x3", "gym:HalfCheetah-v5")] == \
+        ["hopper", "inverted_pendulum", "walker2d_2x3", "halfcheetah"]
+    # a Gymnasium CamelCase id finds the per-task entry of the Brax-style name
+    assert resolve("brax", "gym:InvertedPendulum-v5")["gamma"] == 0.97
+
+
+def test_explicit_flags_override_the_preset():
+    cfg = parse_train(["--preset", "s2pg-paper", "--env", "brax:hopper", "--ppo.clip-eps",
+                       "0.1", "--num-envs", "4", "--observe", "positions"])
+    assert (cfg.ppo.clip_eps, cfg.num_envs, cfg.observe) == (0.1, 4, "positions")
+    assert (cfg.ppo.lr, cfg.z_dim, cfg.policy, cfg.preset) == (5e-5, 128, "stateful",
+                                                               "s2pg-paper")
+    assert parse_train(["--env", "brax:hopper"]).ppo.lr == 3e-4  # no preset: the defaults
+    cfg = TrainConfig.from_preset("fixpo-paper", env="gym:Hopper-v5", init_log_std=0.0,
+                                  **{"fixpo.c_beta": 1.0})
+    assert (cfg.init_log_std, cfg.fixpo.c_beta, cfg.fixpo.eps_kl) == (0.0, 1.0, 0.5)
+
+
+def test_sweep_presets_apply_before_the_sweeps_own_settings():
+    sweep = Sweep.from_dict({"algos": ["ppo", "fixpo"], "envs": ["gym:Hopper-v5"],
+                             "config": {"steps": 10_000},
+                             "static": {"preset": ["cleanrl", "fixpo-paper"]}})
+    g = sweep.groups
+    assert set(g) == {f"{a}_gym-Hopper-v5_preset={p}" for a in ("ppo", "fixpo")
+                      for p in ("cleanrl", "fixpo-paper")}
+    c = g["fixpo_gym-Hopper-v5_preset=fixpo-paper"]
+    assert (c.algo, c.steps, c.batch_size, c.preset) == ("fixpo", 10_000, 8192, "fixpo-paper")
+    c = g["ppo_gym-Hopper-v5_preset=cleanrl"]  # the sweep's algorithm wins over the preset's
+    assert (c.algo, c.num_envs, c.rollout_len) == ("ppo", 1, 2048)
+    c = Sweep.from_dict({"algos": ["ppo"], "envs": ["brax:hopper"], "preset": "s2pg-paper",
+                         "config": {"ppo.lr": 1e-4}}).groups["ppo_brax-hopper"]
+    assert (c.ppo.lr, c.ppo.clip_eps, c.preset) == (1e-4, 0.05, "s2pg-paper")
+
+
+def test_unknown_presets_are_refused(capsys):
+    with pytest.raises(ConfigError, match="unknown preset 'spo'.*spo-paper"):
+        TrainConfig.from_preset("spo")
+    with pytest.raises(ConfigError, match="unknown preset"):
+        TrainConfig(preset="nope").validate()
+    assert main(["train", "--preset", "nope"]) == 2
+    assert "unknown preset 'nope'" in capsys.readouterr().err
+    assert main(["presets", "nope"]) == 2
+
+
+def test_presets_listing_names_each_source(capsys):
+    assert main(["presets"]) == 0
+    out = capsys.readouterr().out
+    for p in PRESETS.values():
+        assert f"{p.name}: " in out and p.source in out
+    assert "robfiras/s2pg" in out and "for hopper: ppo.clip_eps = 0.05" in out
