@@ -30,11 +30,26 @@ DRIFT = ["kl_mean", "kl_stats_mean", "kl_stats_max", "obs_std_drift", "obs_mean_
 
 
 def variant(df: pd.DataFrame) -> pd.Series:
-    """running / preserve / off, from the group names pgjax plot gives the groups."""
-    g = df["group"]
-    return np.where(g.str.contains("obs_stats=preserve"), "preserve",
-                    np.where(df["group_dir"].str.contains("off") | g.str.contains(
-                        "normalize_obs=False"), "off", "running"))
+    """<rule> running / preserve / frozen after N / off, from the group directories' configs
+    (read by pgjax plot's loader into the group names)."""
+    g, d = df["group"], df["group_dir"]
+    rule = g.str.split(" ").str[0]
+    stats = np.where(g.str.contains("obs_stats=preserve"), "preserve",
+                     np.where(d.str.contains("_off") | g.str.contains("normalize_obs=False"),
+                              "off", "running"))
+    frozen = g.str.extract(r"obs_stats_steps=(\d+)")[0]
+    stats = np.where(frozen.notna() & (frozen != "0"),
+                     "frozen after " + frozen.fillna("0").astype(int).map(
+                         lambda n: f"{n // 1000}k"), stats)
+    return pd.Series(np.where(rule == "ppo", stats, rule + " " + stats), index=df.index)
+
+
+def dips(ev: pd.DataFrame) -> int:
+    """Evaluations below half of the run's best after it first came within 5% of it."""
+    r = ev["eval_return"].to_numpy()
+    best = r.max()
+    first = int(np.argmax(r >= 0.95 * best))
+    return int((r[first:] < 0.5 * best).sum())
 
 
 def per_seed(df: pd.DataFrame) -> pd.DataFrame:
@@ -48,6 +63,7 @@ def per_seed(df: pd.DataFrame) -> pd.DataFrame:
                "best_at_steps": int(best["env_steps"]),
                "steps": int(ev["env_steps"].iloc[-1])}
         row["drop"] = row["best"] - row["final"]
+        row["dips_after_solved"] = dips(ev)
         for c in DRIFT:
             if c in last:
                 row[f"{c} (last quarter)"] = float(last[c].mean())
@@ -64,27 +80,34 @@ def summary(res: pd.DataFrame) -> pd.DataFrame:
         rows.append({"env": env, "variant": var, "seeds": len(d), "final_mean": f.mean(),
                      "final_ci_low": lo, "final_ci_high": hi, "best_mean": b.mean(),
                      "best_ci_low": blo, "best_ci_high": bhi,
-                     "seeds_within_5pct_of_best": int((f >= 0.95 * b).sum())})
+                     "seeds_within_5pct_of_best": int((f >= 0.95 * b).sum()),
+                     "seeds_with_dips": int((d["dips_after_solved"] > 0).sum()),
+                     "dips_after_solved": int(d["dips_after_solved"].sum())})
     return pd.DataFrame(rows)
 
 
 def figure(df: pd.DataFrame, path: Path) -> None:
+    """Eval return per seed: one row per task, one panel per variant."""
     envs = sorted(df["env"].unique())
-    fig = Figure(figsize=(5 * len(envs), 3.6), constrained_layout=True)
-    axes = fig.subplots(1, len(envs), squeeze=False)[0]
-    colors = {"running": "tab:red", "preserve": "tab:blue", "off": "tab:gray"}
-    for ax, env in zip(axes, envs):
-        for (var, run), d in df[df["env"] == env].groupby(["variant", "run"]):
-            ev = d.dropna(subset=["eval_return"]).sort_values("env_steps")
-            ax.plot(ev["env_steps"], ev["eval_return"], color=colors.get(var, "k"), lw=1,
-                    alpha=0.8, label=var)
-        handles, labels = ax.get_legend_handles_labels()
-        keep = dict(zip(labels, handles))
-        ax.legend(keep.values(), keep.keys(), fontsize=8)
-        ax.set_title(env)
-        ax.set_xlabel("env steps")
-        ax.set_ylabel("eval return (deterministic, per seed)")
-    fig.savefig(path, dpi=110)
+    cols = max(df[df["env"] == e]["variant"].nunique() for e in envs)
+    fig = Figure(figsize=(3.6 * cols, 2.8 * len(envs)), constrained_layout=True)
+    axes = fig.subplots(len(envs), cols, squeeze=False, sharex=True)
+    for row, env in zip(axes, envs):
+        d_env = df[df["env"] == env]
+        for ax, var in zip(row, sorted(d_env["variant"].unique())):
+            d = d_env[d_env["variant"] == var]
+            for _, r in d.groupby("run"):
+                ev = r.dropna(subset=["eval_return"]).sort_values("env_steps")
+                ax.plot(ev["env_steps"], ev["eval_return"], lw=0.8, alpha=0.8)
+            ax.set_title(f"{env}\n{var} ({d['run'].nunique()} seeds)", fontsize=8)
+            ax.tick_params(labelsize=7)
+        for ax in row[d_env["variant"].nunique():]:
+            ax.set_axis_off()
+    for ax in axes[-1]:
+        ax.set_xlabel("env steps", fontsize=8)
+    for row in axes:
+        row[0].set_ylabel("eval return", fontsize=8)
+    fig.savefig(path, dpi=100)
 
 
 def main():

@@ -244,6 +244,31 @@ def plot_trust_region(df, out: Path) -> list[Path]:
     return written
 
 
+def trust_region_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Per group and env: the per-update max |r - 1| and max per-state KL (median and
+    largest over every update of every run), and how fast the runs got near the best
+    return any run reached on that env (first eval >= 95% of it: the fraction of runs that
+    got there and the median env steps of those that did)."""
+    rows = []
+    ev = df[df["eval_return"].notna()]
+    for (group, env), g in df.groupby(["group", "env"]):
+        row = {"group": group, "env": env, "runs": g["run"].nunique()}
+        upd = g[g["iteration"] > 0]
+        for col in ("ratio_dev_max", "kl_max"):
+            if col in upd and upd[col].notna().any():
+                row[f"{col}_median"] = float(upd[col].median())
+                row[f"{col}_largest"] = float(upd[col].max())
+        target = 0.95 * ev[ev["env"] == env]["eval_return"].max()
+        reached = [r["env_steps"][r["eval_return"] >= target].min()
+                   for _, r in ev[(ev["group"] == group) & (ev["env"] == env)].groupby("run")]
+        hit = [x for x in reached if np.isfinite(x)]
+        row["target_return"] = float(target)
+        row["runs_reaching_target"] = f"{len(hit)}/{len(reached)}"
+        row["median_steps_to_target"] = float(np.median(hit)) if hit else float("nan")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def plot_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="pgjax plot", description=__doc__.split("\n\n")[0])
     p.add_argument("paths", nargs="+", help="run directories, or folders containing them")
@@ -258,10 +283,13 @@ def plot_main(argv: list[str]) -> int:
     agg, prob = aggregate_tables(df, a.reps)
     agg.to_csv(out / "aggregate.csv", index=False)
     prob.to_csv(out / "improvement.csv", index=False)
-    written += [out / "aggregate.csv", out / "improvement.csv"]
+    tr = trust_region_table(df)
+    tr.to_csv(out / "trust_region.csv", index=False)
+    written += [out / "aggregate.csv", out / "improvement.csv", out / "trust_region.csv"]
     with pd.option_context("display.width", 160, "display.max_columns", 12):
         print(agg[[c for c in agg.columns if not c.startswith("final")]].to_string(index=False))
         if len(prob):
             print(prob.to_string(index=False))
+        print(tr.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     print("wrote " + ", ".join(str(w) for w in written))
     return 0
