@@ -8,7 +8,10 @@ behaviour), ``preserve`` and without observation normalisation.
         experiments/results/sweeps/obs_stats_off --out experiments/results/obs_stats
 
 Writes ``results.csv`` (per seed: final and best eval return, the update at the best, the
-drop from best to final; the drift diagnostics averaged over the last quarter of training),
+drop from best to final, evaluations below half the best after solving; the drift
+diagnostics averaged over the last quarter of training), ``precursors.csv`` (the
+diagnostics over the 20 updates before each run's first dip, and over the same updates for
+runs without one),
 ``summary.csv`` (per group: mean final and best return with 95% bootstrap CIs, seeds within
 5% of their best at the end) and ``curves.png`` (eval return per seed, one panel per task).
 """
@@ -71,6 +74,47 @@ def per_seed(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).sort_values(["env", "variant", "seed"])
 
 
+PRECURSORS = ["kl_stats_max", "kl_max", "obs_std_drift", "grad_norm", "entropy", "v_loss",
+              "return_scale", "clip_frac"]
+
+
+def precursors(df: pd.DataFrame, window: int = 20) -> pd.DataFrame:
+    """What preceded each run's first dip (first evaluation below half its best after it
+    had come within 5% of it): the diagnostics averaged over the ``window`` updates before
+    it. Runs without a dip are read over the same updates as the median first dip of the
+    dipping runs of their task (or, with none, over the middle of training), so the two
+    kinds of run are compared at the same stage of training."""
+    rows = []
+    for (env, var, run), d in df.groupby(["env", "variant", "run"]):
+        d = d.sort_values("iteration")
+        ev = d.dropna(subset=["eval_return"])
+        r = ev["eval_return"].to_numpy()
+        first = int(np.argmax(r >= 0.95 * r.max()))
+        low = np.nonzero(r[first:] < 0.5 * r.max())[0]
+        rows.append({"env": env, "variant": var, "run": run, "seed": int(d["seed"].iloc[0]),
+                     "dip_at": int(ev["iteration"].iloc[first + low[0]]) if len(low) else None,
+                     "_d": d})
+    out = []
+    for env, group in pd.DataFrame(rows).groupby("env"):
+        at = group["dip_at"].dropna()
+        ref = int(at.median()) if len(at) else int(group["_d"].iloc[0]["iteration"].max() // 2)
+        for _, row in group.iterrows():
+            end = int(row["dip_at"]) if row["dip_at"] is not None and not pd.isna(
+                row["dip_at"]) else ref
+            d = row["_d"]
+            w = d[(d["iteration"] > end - window) & (d["iteration"] <= end)]
+            rec = {"env": env, "variant": row["variant"], "seed": row["seed"],
+                   "dipped": row["dip_at"] is not None and not pd.isna(row["dip_at"]),
+                   "updates_read": f"{end - window + 1}-{end}"}
+            for c in PRECURSORS:
+                if c in w:
+                    rec[c] = float(w[c].mean())
+            if "kl_stats_max" in rec and rec.get("kl_max"):
+                rec["stats_share_of_kl_max"] = rec["kl_stats_max"] / rec["kl_max"]
+            out.append(rec)
+    return pd.DataFrame(out).sort_values(["env", "variant", "dipped", "seed"])
+
+
 def summary(res: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (env, var), d in res.groupby(["env", "variant"]):
@@ -125,10 +169,13 @@ def main():
     res.to_csv(a.out / "results.csv", index=False)
     summ = summary(res)
     summ.to_csv(a.out / "summary.csv", index=False)
+    pre = precursors(df)
+    pre.to_csv(a.out / "precursors.csv", index=False)
     figure(df, a.out / "curves.png")
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         print(res.round(4).to_string(index=False))
         print(summ.round(1).to_string(index=False))
+        print(pre.round(5).to_string(index=False))
 
 
 if __name__ == "__main__":

@@ -164,6 +164,10 @@ class TrainConfig:
     for the same states); 0: update them throughout training."""
     normalize_reward: bool = True
     """Scale rewards by the running std of the discounted return (then clip to +-10)."""
+    value_norm: bool = False
+    """Keep rewards and advantages raw and train the critic on value targets divided by a
+    running std of the lambda-returns (tianshou's rew_norm, as in FixPO's runs; HARL's
+    ValueNorm without its mean); needs --no-normalize-reward."""
     reward_scale: float = 1.0
     """Multiply every reward by this constant first (Brax's reward_scaling)."""
     eval_every: int = 10
@@ -310,6 +314,9 @@ class TrainConfig:
             from pgjax import presets
 
             presets.get(self.preset)  # ConfigError for an unknown name
+        if self.value_norm and self.normalize_reward:
+            raise ConfigError("--value-norm scales the value targets instead of the rewards; "
+                              "pass --no-normalize-reward with it")
         if not self.reward_scale > 0:
             raise ConfigError(f"reward_scale must be > 0, got {self.reward_scale}; pass a "
                               f"positive --reward-scale")

@@ -44,7 +44,8 @@ CLEANRL = Preset(
      "gae_lambda": 0.95, "actor_hidden": (64, 64), "critic_hidden": (64, 64),
      "activation": "tanh", "init_log_std": 0.0, "policy_head_gain": 0.01,
      "normalize_obs": True, "obs_stats": "running", "obs_stats_steps": 0,
-     "normalize_reward": True, "reward_scale": 1.0, **_same(["ppo"], **_CLEANRL_PPO)},
+     "normalize_reward": True, "value_norm": False, "reward_scale": 1.0,
+     **_same(["ppo"], **_CLEANRL_PPO)},
     deviations=(
         "cleanrl treats a time-limit truncation as termination; pgjax bootstraps it with "
         "V(final observation)",
@@ -60,8 +61,8 @@ SPO_PAPER = Preset(
      "gae_lambda": 0.95, "actor_hidden": (256, 256, 128, 128, 64, 64),
      "critic_hidden": (64, 64), "activation": "tanh", "init_log_std": 0.0,
      "policy_head_gain": 0.01, "normalize_obs": True, "obs_stats": "running",
-     "obs_stats_steps": 0, "normalize_reward": True, "reward_scale": 1.0,
-     **_same(["ppo", "spo"], **{**_CLEANRL_PPO, "adam_eps": 1e-8, "minibatches": 4})},
+     "obs_stats_steps": 0, "normalize_reward": True, "value_norm": False,
+     "reward_scale": 1.0, **_same(["ppo", "spo"], **{**_CLEANRL_PPO, "adam_eps": 1e-8, "minibatches": 4})},
     deviations=("the paper's code treats truncation as termination; pgjax bootstraps it",))
 
 FIXPO_PAPER = Preset(
@@ -74,18 +75,17 @@ FIXPO_PAPER = Preset(
      "gae_lambda": 0.95, "actor_hidden": (64, 64), "critic_hidden": (64, 64),
      "activation": "tanh", "init_log_std": -0.5, "policy_head_gain": 0.01,
      "normalize_obs": True, "obs_stats": "running", "obs_stats_steps": 0,
-     "normalize_reward": False, "reward_scale": 1.0,
+     "normalize_reward": False, "value_norm": True, "reward_scale": 1.0,
      **_same(["fixpo"], lr=3e-4, anneal_lr=True, adam_eps=1e-8, eps_kl=0.5, c_beta=3.0,
-             beta0=1.0, beta_lr=0.01, vf_coef=0.2, ent_coef=0.0, max_grad_norm=0.5,
+             beta0=1.0, beta_lr=0.01, vf_coef=0.2, ent_coef=0.0, clip_vloss=True,
+             vf_clip_eps=0.2, max_grad_norm=0.5,
              epochs=10, minibatches=16, fixup_minibatches=8, fixup_every_epoch=True,
              norm_adv=False)},
     deviations=(
         "value loss: the authors' c_v 0.1 multiplies a loss without the 1/2 factor, pgjax's "
-        "has it, so vf_coef is 0.2; their value loss is clipped (0.2), pgjax's FixPO value "
-        "loss is not",
-        "rewards: the authors compute advantages on raw rewards and scale only the value "
-        "targets by a running return std; pgjax's nearest setting is raw rewards for both "
-        "(normalize_reward false)",
+        "has it, so vf_coef is 0.2 (clipped at 0.2 as theirs)",
+        "value targets: scaled by the running std of the lambda-returns as theirs "
+        "(value_norm), with advantages from raw rewards",
         "the fixup minibatches are a fixed split of the batch (reshuffled by the authors)",
         "the authors' 10M steps are collected in 8192-step chunks per 20k-step epoch, about "
         "12.3M steps in all; the preset says 10M"))
@@ -106,7 +106,7 @@ S2PG_PAPER = Preset(
      "z_dim": 128, "z_std": 0.5, "init_log_std": math.log(0.5), "stateful_prev_action": True,
      "actor_hidden": (128,), "critic_hidden": (128, 128), "activation": "relu",
      "normalize_obs": True, "obs_stats": "running", "obs_stats_steps": 0,
-     "normalize_reward": False, "reward_scale": 1.0,
+     "normalize_reward": False, "value_norm": False, "reward_scale": 1.0,
      **_same(["ppo"], lr=5e-5, anneal_lr=False, adam_eps=1e-8, epochs=10, minibatches=64,
              norm_adv=True, clip_eps=0.2, clip_vloss=False, vf_coef=0.5, ent_coef=0.0,
              max_grad_norm=1e10, target_kl=0.0)},
@@ -148,7 +148,7 @@ BRAX = Preset(
      "actor_hidden": (32, 32, 32, 32), "critic_hidden": (256, 256, 256, 256, 256),
      "activation": "silu", "init_log_std": 0.0, "normalize_obs": True,
      "obs_stats": "running", "obs_stats_steps": 0, "normalize_reward": False,
-     **{k: v for k, v in _brax_task(*_BRAX_TASKS["halfcheetah"]).items()},
+     "value_norm": False, **{k: v for k, v in _brax_task(*_BRAX_TASKS["halfcheetah"]).items()},
      **_same(["ppo"], lr=3e-4, anneal_lr=False, adam_eps=1e-8, norm_adv=True, clip_eps=0.3,
              clip_vloss=False, vf_coef=0.5, max_grad_norm=1e10, target_kl=0.0)},
     per_task={t: _brax_task(*v) for t, v in _BRAX_TASKS.items()},
@@ -186,15 +186,16 @@ HAPPO_PAPER = Preset(
      "actor_hidden": (128, 128, 128), "critic_hidden": (128, 128, 128), "activation": "relu",
      "policy_head_gain": 0.01, "init_log_std": math.log(0.5 / (1 + math.exp(-1.0))),
      "share_actor": False, "agent_order": "random", "normalize_obs": True,
-     "obs_stats": "running", "obs_stats_steps": 0, "normalize_reward": True,
-     "reward_scale": 1.0,
+     "obs_stats": "running", "obs_stats_steps": 0, "normalize_reward": False,
+     "value_norm": True, "reward_scale": 1.0,
      **_same(["ppo"], lr=5e-4, anneal_lr=False, adam_eps=1e-5, epochs=5, minibatches=1,
              norm_adv=True, clip_eps=0.2, clip_vloss=True, vf_clip_eps=0.2, vf_coef=1.0,
              ent_coef=0.01, max_grad_norm=10.0, target_kl=0.0)},
     per_task=_HARL_TASKS,
     deviations=(
-        "HARL's critic uses a Huber loss (delta 10) on ValueNorm-normalised targets; pgjax "
-        "uses the squared error on targets from scaled rewards (normalize_reward)",
+        "HARL's critic uses a Huber loss (delta 10) on ValueNorm targets (running mean and "
+        "std); pgjax uses the squared error on targets scaled by the return std "
+        "(value_norm, no mean)",
         "HARL normalises features with LayerNorm (input and hidden layers); pgjax uses "
         "running observation statistics and no LayerNorm",
         "HARL's std is sigmoid-bounded below 0.5; pgjax's log-std is unbounded (it starts at "

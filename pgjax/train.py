@@ -231,8 +231,14 @@ class Trainer:
                                   traj.action, done, carry0, carry_end)
         new_state, reward = self.update_statistics(state, traj, hp)
         v = fwd.value
-        adv, ret = gae(_like(reward, v), v, fwd.next_value, _like(traj.terminated, v),
-                       _like(traj.truncated, v), hp["gamma"], hp["gae_lambda"])
+        # --value-norm: the critic works in units of the return std; GAE sees raw values
+        scale = jnp.sqrt(state.ret_stats.var + 1e-8) if self.cfg.value_norm else 1.0
+        adv, ret = gae(_like(reward, v), v * scale, fwd.next_value * scale,
+                       _like(traj.terminated, v), _like(traj.truncated, v), hp["gamma"],
+                       hp["gae_lambda"])
+        if self.cfg.value_norm:
+            new_state = new_state.replace(ret_stats=update_stats(state.ret_stats, ret))
+            ret = ret / scale
         rows = self.policy.layout(dict(obs=fwd.obs, action=fwd.action, log_prob=fwd.log_prob,
                                        dist=fwd.dist, value=v, advantage=adv, ret=ret))
         return Prepared(Batch(**rows), new_state, fwd, reward, ret)

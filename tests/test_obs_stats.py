@@ -1,6 +1,8 @@
-"""--obs-stats preserve: after a statistics update the refitted networks compute on the newly
-normalised observations exactly what the old networks computed on the old ones; the drift
-diagnostics measure what the update would otherwise do."""
+"""Running statistics and the networks: --obs-stats preserve (after a statistics update the
+refitted networks compute on the newly normalised observations exactly what the old networks
+computed on the old ones; the drift diagnostics measure what the update would otherwise do),
+--obs-stats-steps (statistics frozen after N steps) and --value-norm (critic targets in
+units of the return std, advantages raw)."""
 from __future__ import annotations
 
 import dataclasses
@@ -142,6 +144,30 @@ def test_obs_stats_steps_freezes_the_statistics_after_that_many_steps():
     np.testing.assert_array_equal(frozen[3], frozen[2])
     np.testing.assert_array_equal(frozen[4], frozen[2])
     assert np.abs(free[4] - free[2]).max() > 0
+
+
+def test_value_norm_keeps_advantages_raw_and_targets_in_return_std_units():
+    """Scaling every reward by c (with the return statistics' variance scaled by c^2) scales
+    the advantages by c and leaves the critic's targets unchanged; the statistics then
+    follow the lambda-returns."""
+    cfg = dataclasses.replace(SMALL, value_norm=True, normalize_reward=False)
+    trainer = Trainer(cfg)
+    hp = cfg.base_hparams()
+    state = jax.jit(trainer.init)(jax.random.PRNGKey(0), hp)
+    _, traj = trainer.collect(state, jax.random.PRNGKey(1))
+    out = {}
+    for c in (1.0, 3.0):
+        st = state.replace(ret_stats=state.ret_stats.replace(var=jnp.float32(4.0 * c * c)))
+        out[c] = trainer.make_batch(st, traj.replace(reward=traj.reward * c), hp)
+    np.testing.assert_allclose(out[3.0].batch.advantage, 3.0 * out[1.0].batch.advantage,
+                               rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(out[3.0].batch.ret, out[1.0].batch.ret, rtol=1e-4, atol=1e-5)
+    # targets = lambda-returns / old std (2); the statistics merged those lambda-returns
+    lam_ret = out[1.0].batch.ret * 2.0
+    assert abs(float(out[1.0].state.ret_stats.mean) - float(lam_ret.mean())) < 1e-3
+    assert float(jnp.abs(out[1.0].batch.advantage).max()) > 0
+    with pytest.raises(ConfigError, match="--no-normalize-reward"):
+        dataclasses.replace(SMALL, value_norm=True).validate()
 
 
 def test_obs_stats_errors():

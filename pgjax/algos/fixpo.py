@@ -69,6 +69,10 @@ class FixPOConfig(AlgoConfig):
     """Value-loss coefficient (traced)."""
     ent_coef: float = 0.0
     """Entropy-bonus coefficient (traced)."""
+    clip_vloss: bool = False
+    """Use the clipped (pessimistic) value loss, as the authors' runs do."""
+    vf_clip_eps: float = 0.2
+    """Value clipping range, used when clip_vloss (traced)."""
     max_grad_norm: float = 0.5
     """Global gradient-norm clip (traced)."""
     epochs: int = 10
@@ -89,7 +93,8 @@ class FixPOConfig(AlgoConfig):
     adam_eps: float = 1e-5
     """Adam epsilon."""
 
-    TRACED = ("lr", "eps_kl", "c_beta", "beta0", "beta_lr", "vf_coef", "ent_coef", "max_grad_norm")
+    TRACED = ("lr", "eps_kl", "c_beta", "beta0", "beta_lr", "vf_coef", "ent_coef", "vf_clip_eps",
+              "max_grad_norm")
     ERRORS = {"fixup_cap_hit": "FixPO's fixup phase reached fixup_max_passes without bringing "
                                "every state's KL under eps_kl; lower --fixpo.lr or raise "
                                "--fixpo.fixup-max-passes"}
@@ -112,7 +117,8 @@ def make_fixpo(cfg: FixPOConfig, policy) -> Algorithm:
         ratio = jnp.exp(dist.log_prob(d, mb.action) - mb.log_prob)
         adv = weighted(normalize_advantage(mb.advantage) if cfg.norm_adv else mb.advantage, mb)
         pg_loss = -(ratio * adv).mean()
-        v_loss = value_loss(policy.value(params["critic"], mb.obs), mb.value, mb.ret)
+        v_loss = value_loss(policy.value(params["critic"], mb.obs), mb.value, mb.ret,
+                            hp["vf_clip_eps"] if cfg.clip_vloss else None)
         entropy = dist.entropy(d).mean()
         loss = pg_loss + beta * kl.mean() + hp["vf_coef"] * v_loss - hp["ent_coef"] * entropy
         return loss, {"pg_loss": pg_loss, "v_loss": v_loss, "kl_max_mb": kl.max()}
