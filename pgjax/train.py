@@ -32,8 +32,9 @@ from pgjax.config import TrainConfig
 from pgjax.envs import make_env
 from pgjax.envs.memory import StatefulEnv, WindowEnv
 from pgjax.normalize import RunningStats, init_stats, normalize, scale_rewards, update_stats
-from pgjax.policies import (Forward, frozen_entries, make_actor_critic, make_joint_policy,
-                            make_recurrent_policy, make_stateful_policy, refold)
+from pgjax.policies import (ActorCritic, Forward, frozen_entries, make_actor_critic,
+                            make_joint_policy, make_recurrent_policy, make_stateful_policy,
+                            refold)
 from pgjax.rollout import RolloutCarry, Transition, rollout
 
 
@@ -45,6 +46,7 @@ class TrainState:
     ret_stats: RunningStats  # running statistics of the discounted return (reward scaling)
     ret_acc: jax.Array  # [N] discounted return accumulator per env
     rollout: Any  # RolloutCarry: environment state, observation, acting carry
+    reset_obs: jax.Array  # [N, ...] raw first observations of the run: fixed probe states
     key: jax.Array
     iteration: jax.Array  # int32 number of updates done
 
@@ -181,7 +183,7 @@ class Trainer:
         return TrainState(params=params, algo_state=self.algo.init(params, self._algo_hp(hp)),
                           obs_stats=init_stats(spec.obs_shape), ret_stats=init_stats(),
                           ret_acc=jnp.zeros(spec.num_envs, jnp.float32), rollout=None,
-                          key=k_run, iteration=jnp.int32(0))
+                          reset_obs=None, key=k_run, iteration=jnp.int32(0))
 
     def start(self, key) -> RolloutCarry:
         """Fresh environments and the policy's initial carry."""
@@ -193,7 +195,7 @@ class Trainer:
         start = self.start(jax.random.split(key, 3)[1])
         if self.cfg.normalize_obs:
             state = state.replace(obs_stats=self.update_obs_stats(state.obs_stats, start.obs))
-        return state.replace(rollout=start)
+        return state.replace(rollout=start, reset_obs=start.obs)
 
     def restart(self, state: TrainState, key) -> TrainState:
         """``state`` with fresh environments: after a restore, for environments whose own
@@ -255,6 +257,8 @@ class Trainer:
             metrics = {**metrics, **self.statistics_drift(state, prep, traj, carry0)}
             if self.cfg.obs_stats == "preserve":
                 params = self.preserve_outputs(params, state.obs_stats, prep.state.obs_stats)
+        if isinstance(self.policy, ActorCritic):
+            metrics = {**metrics, **self.reset_state_drift(state, params, prep.state)}
         n_done = (traj.terminated | traj.truncated).astype(jnp.float32).sum()
         finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(params)]))
         per_episode = lambda x: jnp.where(n_done > 0, x.sum() / jnp.maximum(n_done, 1), jnp.nan)
@@ -285,6 +289,23 @@ class Trainer:
                 "value_stats_shift": jnp.abs(fwd.value - prep.forward.value).mean(),
                 "obs_std_drift": jnp.abs(jnp.log(s_new / s_old)).mean(),
                 "obs_mean_drift": (jnp.abs(new.mean - old.mean) / s_old).mean()}
+
+    def reset_state_drift(self, state: TrainState, params, new_state: TrainState):
+        """How much this update changed the policy on the run's first observations (states
+        from the reset distribution, which a policy that keeps its episodes alive rarely
+        sees in a batch): KL(before || after) per state, mean and max, the part of it the
+        statistics update alone causes, and the largest change of the deterministic
+        action."""
+        x = state.reset_obs
+        before = self.policy.dist(state.params["actor"], self.normalizer(state)(x))
+        after = self.policy.dist(params["actor"], self.normalizer(new_state)(x))
+        stats_only = self.policy.dist(state.params["actor"], self.normalizer(new_state)(x))
+        mode = self.policy.distribution.mode
+        kl = self.policy.kl(before, after)
+        return {"kl_reset_mean": kl.mean(), "kl_reset_max": kl.max(),
+                "kl_reset_stats_max": self.policy.kl(before, stats_only).max(),
+                "mode_shift_reset_max": jnp.abs(mode(after).astype(jnp.float32)
+                                                - mode(before).astype(jnp.float32)).max()}
 
     def preserve_outputs(self, params, old: RunningStats, new: RunningStats):
         """``params`` refitted so that on observations normalised with ``new`` statistics
