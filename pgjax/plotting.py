@@ -128,7 +128,8 @@ def curves(df: pd.DataFrame, x: str, estimator: str, reps: int, seed: int = 0) -
 
 
 def final_scores(df: pd.DataFrame) -> dict:
-    """{group: [runs, envs]} final eval returns, min-max normalised per env over all runs."""
+    """{group: [runs, envs]} final eval returns, min-max normalised per env over all runs
+    (where every run scored the same, each is at the best any run reached: 1)."""
     ev = df[df["eval_return"].notna()]
     last = ev.loc[ev.groupby("run")["iteration"].idxmax()]
     envs = sorted(last["env"].unique())
@@ -139,7 +140,7 @@ def final_scores(df: pd.DataFrame) -> dict:
             all_env = last[last["env"] == env]["eval_return"]
             lo, hi = all_env.min(), all_env.max()
             v = g[g["env"] == env]["eval_return"].to_numpy()
-            cols.append((v - lo) / (hi - lo) if hi > lo else np.zeros_like(v))
+            cols.append((v - lo) / (hi - lo) if hi > lo else np.ones_like(v))
         if any(len(c) == 0 for c in cols):
             continue
         n = min(len(c) for c in cols)

@@ -59,6 +59,24 @@ def test_aggregates_match_hand_computation(sweep):
     assert (agg["iqm_normalised"] <= agg["iqm_ci95_hi"]).all()
 
 
+def test_runs_that_all_score_the_same_normalise_to_one_and_reach_the_target(tmp_path):
+    """Every run of both groups at the task's maximum: each is at the best any run reached
+    (normalised 1, not 0), and the trust-region table says all of them reached it."""
+    fake_run_dir(tmp_path / "a", "ppo", "brax:x", [500.0] * 4)
+    fake_run_dir(tmp_path / "b", "spo", "brax:x", [500.0] * 4)
+    df = load([tmp_path])
+    agg, _ = aggregate_tables(df, reps=50)
+    assert (agg["iqm_normalised"] == 1.0).all() and (agg["iqm_ci95_lo"] == 1.0).all()
+    from pgjax.plotting import trust_region_table
+
+    tr = trust_region_table(df).set_index("group")
+    # the fake curves reach 500 at the last evaluation (iteration 30, 3,000 steps)
+    assert (tr["runs_reaching_target"] == "4/4").all()
+    assert (tr["median_steps_to_target"] == 3000).all()
+    np.testing.assert_allclose(tr["kl_max_largest"], 0.04)  # 0.01 + 0.001 * 30
+    np.testing.assert_allclose(tr["ratio_dev_max_median"], 0.2)
+
+
 def test_plot_command_writes_figures_and_tables(sweep, capsys):
     root, _, _ = sweep
     assert plot_main([str(root), "--reps", "100"]) == 0
