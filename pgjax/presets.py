@@ -148,7 +148,7 @@ BRAX = Preset(
      "actor_hidden": (32, 32, 32, 32), "critic_hidden": (256, 256, 256, 256, 256),
      "activation": "silu", "init_log_std": 0.0, "normalize_obs": True,
      "obs_stats": "running", "obs_stats_steps": 0, "normalize_reward": False,
-     "value_norm": False, **{k: v for k, v in _brax_task(*_BRAX_TASKS["halfcheetah"]).items()},
+     "value_norm": False, **_brax_task(*_BRAX_TASKS["halfcheetah"]),
      **_same(["ppo"], lr=3e-4, anneal_lr=False, adam_eps=1e-8, norm_adv=True, clip_eps=0.3,
              clip_vloss=False, vf_coef=0.5, max_grad_norm=1e10, target_kl=0.0)},
     per_task={t: _brax_task(*v) for t, v in _BRAX_TASKS.items()},
