@@ -1,4 +1,5 @@
 """pgjax: trust-region policy-gradient methods in pure, compiled JAX."""
+from pgjax.compile_cache import enable as enable_compile_cache
 from pgjax.config import TrainConfig
 from pgjax.errors import ConfigError
 from pgjax.envs import make_env
@@ -6,4 +7,5 @@ from pgjax.runner import run
 from pgjax.train import Trainer, TrainState
 
 __version__ = "0.1.0"
-__all__ = ["ConfigError", "TrainConfig", "TrainState", "Trainer", "make_env", "run"]
+__all__ = ["ConfigError", "TrainConfig", "TrainState", "Trainer", "enable_compile_cache", "make_env",
+           "run"]

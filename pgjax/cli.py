@@ -17,6 +17,10 @@ commands:
   sweep     run a TOML grid of algorithms x environments x hyperparameters x seeds, resumable
   plot      IQM/mean curves with stratified-bootstrap CIs, aggregate tables, diagnostics
   presets   list the named presets (pgjax train --preset NAME) with their sources and values
+
+train and sweep keep compiled programs in a per-user cache (~/.cache/pgjax/jax, or
+$PGJAX_COMPILE_CACHE), so a rerun of the same configuration starts in seconds;
+--no-compile-cache (or PGJAX_COMPILE_CACHE=off) turns it off.
 """
 
 
@@ -75,6 +79,7 @@ def plot_main(argv: list[str]) -> int:
 
 COMMANDS = {"train": train_main, "sweep": sweep_main, "plot": plot_main,
             "presets": presets_main}
+COMPILING = ("train", "sweep")  # the commands that use the compilation cache
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,7 +91,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pgjax: unknown command '{argv[0]}'; use one of: {', '.join(COMMANDS)}",
               file=sys.stderr)
         return 2
-    return COMMANDS[argv[0]](argv[1:])
+    args = argv[1:]
+    if argv[0] in COMPILING:
+        if "--no-compile-cache" in args:
+            args = [a for a in args if a != "--no-compile-cache"]
+        else:
+            from pgjax import compile_cache
+
+            compile_cache.enable()
+    return COMMANDS[argv[0]](args)
 
 
 if __name__ == "__main__":
