@@ -117,7 +117,7 @@ def main():
                 cfg = TrainConfig(algo=algo, env=env, seeds=a.seeds, steps=a.steps,
                                   num_envs=a.num_envs, rollout_len=a.rollout_len,
                                   eval_envs=a.eval_envs, eval_every=a.eval_every, out=str(out),
-                                  name=name)
+                                  name=name, resume=True)
                 run(cfg)
             roots.append(out / name)
     curves = pd.concat([per_seed_curves(r) for r in roots if (r / "config.json").exists()])

@@ -23,7 +23,7 @@ def main():
     a = p.parse_args()
     for env in a.envs:
         cfg = TrainConfig(env=env, backend=a.backend, seeds=a.seeds, steps=a.steps, out=a.out,
-                          name=f"ppo_{env.replace(':', '-')}")
+                          name=f"ppo_{env.replace(':', '-')}", resume=True)
         rec = run(cfg)
         print((rec.root / "summary.csv").read_text())
 

@@ -54,7 +54,7 @@ def main():
         cfg = TrainConfig(algo=algo, env=a.env, seeds=a.seeds, steps=a.steps,
                           num_envs=a.num_envs, rollout_len=a.rollout_len,
                           actor_hidden=tuple(a.actor_hidden), out=a.out,
-                          name=f"{algo}_{a.env.replace(':', '-')}")
+                          name=f"{algo}_{a.env.replace(':', '-')}", resume=True)
         rec = run(cfg)
         rows.append(diagnostics(rec.root))
         curves[algo] = pd.concat([pd.read_csv(d / "metrics.csv").iloc[1:] for d in rec.run_dirs])

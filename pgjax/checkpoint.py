@@ -9,9 +9,55 @@ as if it had not stopped.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 
 import orbax.checkpoint as ocp
+
+from pgjax.files import atomic_write_json
+
+DIGESTS = "sha256.json"  # {step: {file: sha256}}, next to the step directories
+
+
+def _digest(step_dir: Path) -> dict:
+    out = {}
+    for path in sorted(p for p in step_dir.rglob("*") if p.is_file()):
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        out[str(path.relative_to(step_dir))] = h.hexdigest()
+    return out
+
+
+def verified_steps(directory) -> tuple[list[int], dict]:
+    """The checkpoint steps under ``directory`` whose files match the checksums recorded
+    when they were saved, newest first, and {step: why} for the others. Reads files only,
+    so a resume can choose (or refuse) before anything compiles. Checkpoints saved without
+    checksums (none recorded at all) are taken as they are."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return [], {}
+    steps = sorted((int(p.name) for p in directory.iterdir() if p.is_dir() and p.name.isdigit()),
+                   reverse=True)
+    try:
+        digests = json.loads((directory / DIGESTS).read_text())
+    except FileNotFoundError:
+        return steps, {}
+    except (OSError, ValueError):
+        digests = {}
+    good, bad = [], {}
+    for step in steps:
+        want, have = digests.get(str(step)), _digest(directory / str(step))
+        if want is None:
+            bad[step] = "no checksum recorded"
+        elif want != have:
+            files = sorted(k for k in set(want) | set(have) if want.get(k) != have.get(k))
+            bad[step] = f"{len(files)} files differ from their checksums, e.g. {files[0]}"
+        else:
+            good.append(step)
+    return good, bad
 
 
 class Checkpoints:
@@ -27,9 +73,20 @@ class Checkpoints:
         return self.manager.latest_step()
 
     def save(self, step: int, state, meta: dict) -> None:
+        """Save and record the checksums of the step's files (written atomically after the
+        step is complete, so a step without its checksums is never trusted)."""
         self.manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
                                                         meta=ocp.args.JsonSave(meta)))
         self.manager.wait_until_finished()
+        path = self.directory / DIGESTS
+        try:
+            digests = json.loads(path.read_text())
+        except (OSError, ValueError):
+            digests = {}
+        kept = {str(s) for s in self.manager.all_steps()}
+        digests = {k: v for k, v in digests.items() if k in kept}
+        digests[str(step)] = _digest(self.directory / str(step))
+        atomic_write_json(path, digests)
 
     def restore(self, step: int, target):
         """(state, meta) of checkpoint ``step``; ``target`` gives structure, dtypes, sharding."""

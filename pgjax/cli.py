@@ -18,6 +18,9 @@ commands:
   plot      IQM/mean curves with stratified-bootstrap CIs, aggregate tables, diagnostics
   presets   list the named presets (pgjax train --preset NAME) with their sources and values
 
+exit codes: 0 done; 2 bad input, refused before anything ran; 3 some runs failed (diverged
+or an update rule's error; the others finished, see status.json)
+
 train and sweep keep compiled programs in a per-user cache (~/.cache/pgjax/jax, or
 $PGJAX_COMPILE_CACHE), so a rerun of the same configuration starts in seconds;
 --no-compile-cache (or PGJAX_COMPILE_CACHE=off) turns it off.
@@ -39,15 +42,18 @@ def parse_train(argv: list[str]):
 
 
 def train_main(argv: list[str]) -> int:
-    from pgjax.errors import ConfigError, TrainingError
+    from pgjax.errors import EXIT_BAD_INPUT, EXIT_RUNS_FAILED, ConfigError, TrainingError
     from pgjax.runner import run
 
     try:
         cfg = parse_train(argv)
         records = run(cfg)
-    except (ConfigError, TrainingError) as e:
+    except ConfigError as e:
         print(f"pgjax train: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
+    except TrainingError as e:
+        print(f"pgjax train: error: {e}", file=sys.stderr)
+        return EXIT_RUNS_FAILED
     print(f"records written to {records.root}")
     return 0
 

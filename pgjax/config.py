@@ -10,6 +10,7 @@ import dataclasses
 import importlib
 import importlib.util
 import itertools
+import math
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -187,6 +188,8 @@ class TrainConfig:
     resume: bool = False
     """Continue the run in --out/--name from its latest checkpoint (same config required);
     starts fresh when there is none."""
+    overwrite: bool = False
+    """Replace the run already in --out/--name (without it, an existing run is refused)."""
     shard: bool = True
     """Shard the runs (seeds x grid points) across all JAX devices (JAX-path envs)."""
     distributed: bool = False
@@ -278,10 +281,19 @@ class TrainConfig:
             if not sep or key not in base:
                 raise ConfigError(f"bad --grid entry '{item}'; write name=v1,v2 with name one of "
                                   f"{', '.join(base)}")
+            if key in grid:
+                raise ConfigError(f"--grid names {key} twice; list all its values in one entry: "
+                                  f"{key}=v1,v2")
             try:
-                grid[key] = [float(v) for v in values.split(",") if v]
+                grid[key] = [float(v) for v in values.split(",") if v.strip()]
             except ValueError:
                 raise ConfigError(f"bad --grid values in '{item}'; give numbers separated by commas") from None
+            if not grid[key]:
+                raise ConfigError(f"--grid entry '{item}' has no values; write {key}=v1,v2")
+            repeated = sorted({v for v in grid[key] if grid[key].count(v) > 1})
+            if repeated:
+                raise ConfigError(f"--grid {key} lists {repeated[0]:g} twice, so two runs would "
+                                  f"share one directory; list each value once")
         return grid
 
     def runs(self) -> list[tuple[int, dict[str, float]]]:
@@ -307,6 +319,21 @@ class TrainConfig:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}; pass a positive "
                                   f"--{name.replace('_', '-')}")
+            if getattr(self, name) > INT_MAX:
+                raise ConfigError(f"{name} {getattr(self, name)} is beyond {INT_MAX:,} (int32); "
+                                  f"pass a smaller --{name.replace('_', '-')}")
+        if not 0 <= self.seed <= INT_MAX - self.seeds:
+            raise ConfigError(f"seed must be in [0, {INT_MAX - self.seeds:,}] for {self.seeds} "
+                              f"seeds, got {self.seed}; pass a smaller --seed")
+        if self.name is not None and (Path(self.name).name != self.name
+                                      or self.name in ("", ".", "..") or "\\" in self.name):
+            raise ConfigError(f"run name '{self.name}' must be one directory name inside --out; "
+                              f"pass --name without '/' or '..' (use --out for the parent)")
+        for name in ("actor_hidden", "critic_hidden"):
+            if any(size < 1 for size in getattr(self, name)):
+                raise ConfigError(f"{name} sizes must be >= 1, got {getattr(self, name)}; pass "
+                                  f"positive --{name.replace('_', '-')} sizes")
+        self._validate_finite()
         if self.obs_stats not in ("running", "preserve"):
             raise ConfigError(f"unknown obs_stats '{self.obs_stats}'; pass --obs-stats running "
                               f"or preserve")
@@ -381,6 +408,15 @@ class TrainConfig:
         else:
             self.algo_config.validate(self.batch_size, self.rule)
 
+    def _validate_finite(self) -> None:
+        """Every float option, of the run and of its update rule, is a finite number."""
+        for owner, prefix in ((self, "--"), (self.algo_config, f"--{self.rule}.")):
+            for f in dataclasses.fields(owner):
+                v = getattr(owner, f.name)
+                if isinstance(v, float) and not math.isfinite(v):
+                    raise ConfigError(f"{f.name} must be a finite number, got {v}; pass a finite "
+                                      f"{prefix}{f.name.replace('_', '-')}")
+
     def with_options(self, options: dict, where: str = "the options",
                      every_rule: bool = False) -> "TrainConfig":
         """This config with fields set from ``{name: value}`` (lists become tuples);
@@ -397,12 +433,13 @@ class TrainConfig:
                                       f"with a field of that rule's config (see pgjax train "
                                       f"--help)")
                 if every_rule or head == self.rule:
-                    nested.setdefault(head, {})[tail] = value
+                    nested.setdefault(head, {})[tail] = _typed(
+                        key, value, getattr(getattr(self, head), tail), where)
             elif key not in fields:
                 raise ConfigError(f"unknown option '{key}' in {where}; use a `pgjax train` "
                                   f"option (see pgjax train --help)")
             else:
-                plain[key] = tuple(value) if isinstance(value, list) else value
+                plain[key] = _typed(key, value, getattr(TrainConfig, key, None), where)
         cfg = dataclasses.replace(self, **plain)
         for head, values in nested.items():
             cfg = dataclasses.replace(cfg, **{head: dataclasses.replace(getattr(cfg, head),
@@ -465,7 +502,47 @@ class TrainConfig:
                               "sequential or simultaneous")
 
 
+INT_MAX = 2**31 - 1  # counts and seeds live in int32 inside the compiled program
+
+
+def _typed(key: str, value, default, where: str):
+    """``value`` for option ``key`` checked against the type of its default (from a sweep
+    file or Python: tyro checks the command line): integral floats become ints (TOML's
+    1e6), ints become floats, lists tuples; anything else of the wrong type is an error."""
+    def bad(kind):
+        return ConfigError(f"option '{key}' in {where} must be {kind}, got {value!r}; write "
+                           f"it as {kind} (e.g. {key} = {EXAMPLES[kind]})")
+    if isinstance(value, list):
+        value = tuple(value)
+    if default is None:
+        return value
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise bad("true or false")
+    elif isinstance(default, int):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad("an integer")
+    elif isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise bad("a number")
+        value = float(value)
+    elif isinstance(default, str):
+        if not isinstance(value, str):
+            raise bad("a string")
+    elif isinstance(default, tuple) and not isinstance(value, tuple):
+        raise bad("a list")
+    return value
+
+
+EXAMPLES = {"true or false": "true", "an integer": "1000", "a number": "0.5",
+            "a string": '"text"', "a list": "[64, 64]"}
+
+
 def _check_hparam(name: str, v: float) -> None:
+    if not math.isfinite(v):
+        raise ConfigError(f"{name} must be a finite number, got {v}; pass a finite value")
     positive = ("lr", "clip_eps", "vf_clip_eps", "max_grad_norm", "delta", "vf_lr", "eps_kl",
                 "c_beta", "beta_lr")
     unit = ("gamma", "gae_lambda", "backtrack")

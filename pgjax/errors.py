@@ -12,3 +12,7 @@ class ConfigError(ValueError):
 class TrainingError(RuntimeError):
     """A run failed (non-finite loss or parameters, or an algorithm's own failure such as
     FixPO's fixup cap); the other runs and every record up to the failure are kept."""
+
+
+EXIT_BAD_INPUT = 2  # the input was refused before anything ran (a one-line error)
+EXIT_RUNS_FAILED = 3  # training ran and some runs failed (non-finite values, rule errors)

@@ -9,24 +9,45 @@ import numpy as np
 import pandas as pd
 
 
+def run_failure(run_dir) -> dict | None:
+    """A failed run's ``status.json`` ({"update": ..., "error": ...}), else None."""
+    path = Path(run_dir) / "status.json"
+    if not path.exists():
+        return None
+    status = json.loads(path.read_text())
+    return status if status.get("status") == "failed" else None
+
+
 def load_run_dir(root) -> pd.DataFrame:
-    """All eval rows of a run directory as one table with a ``group`` column (the run's
-    varied hyperparameters, or the algorithm when nothing varies) and a ``seed`` column."""
+    """All eval rows of a run directory's finished (not failed) runs as one table with a
+    ``group`` column (the run's varied hyperparameters, or the algorithm when nothing varies)
+    and a ``seed`` column; ``.attrs["failed"]`` lists the failed runs (group, run, seed,
+    update, error) and ``.attrs["runs"]`` counts every run per group."""
     root = Path(root)
     cfg = json.loads((root / "config.json").read_text())
     varied = [k for k, v in cfg["grid"].items() if len(v) > 1]
-    frames = []
+    frames, failed, counts = [], [], {}
     for r in cfg["runs"]:
-        path = root / "runs" / r["id"] / "metrics.csv"
-        if not path.exists():
-            continue
-        df = pd.read_csv(path)
-        df = df[df["eval_return"].notna()]
+        d = root / "runs" / r["id"]
         label = ", ".join(f"{k.split('.')[-1]}={r['hparams'][k]:g}" for k in varied)
-        df["group"] = f"{cfg['config']['algo']}" + (f" ({label})" if label else "")
+        group = f"{cfg['config']['algo']}" + (f" ({label})" if label else "")
+        counts[group] = counts.get(group, 0) + 1
+        failure = run_failure(d)
+        if failure is not None:
+            failed.append({"group": group, "run": r["id"], "seed": r["seed"],
+                           "update": failure.get("update"), "error": failure.get("error")})
+            continue
+        if not (d / "metrics.csv").exists():
+            continue
+        df = pd.read_csv(d / "metrics.csv")
+        df = df[df["eval_return"].notna()]
+        df["group"] = group
         df["seed"] = r["seed"]
         frames.append(df)
-    return pd.concat(frames, ignore_index=True)
+    out = pd.concat(frames, ignore_index=True) if frames else \
+        pd.DataFrame(columns=["group", "seed", "env_steps", "eval_return"])
+    out.attrs.update(failed=failed, runs=counts)
+    return out
 
 
 def bootstrap_ci(x: np.ndarray, n: int = 2000, seed: int = 0) -> tuple[float, float]:
@@ -51,12 +72,18 @@ def curve_table(df: pd.DataFrame, x: str = "env_steps") -> pd.DataFrame:
 def plot_curves(df: pd.DataFrame, path, title: str = "", x: str = "env_steps") -> None:
     from matplotlib.figure import Figure  # no pyplot: leaves the caller's backend alone
 
-    table = curve_table(df, x)
+    failed = {}
+    for f in df.attrs.get("failed", []):
+        failed[f["group"]] = failed.get(f["group"], 0) + 1
     fig = Figure(figsize=(6, 4))
     ax = fig.subplots()
-    for group, g in table.groupby("group"):
-        ax.plot(g[x], g["mean"], label=f"{group} (n={g['n'].max()})")
-        ax.fill_between(g[x], g["lo"], g["hi"], alpha=0.25)
+    if len(df):
+        for group, g in curve_table(df, x).groupby("group"):
+            more = f", {failed[group]} failed" if group in failed else ""
+            ax.plot(g[x], g["mean"], label=f"{group} (n={g['n'].max()}{more})")
+            ax.fill_between(g[x], g["lo"], g["hi"], alpha=0.25)
+    for group in sorted(set(failed) - set(df["group"] if len(df) else ())):
+        ax.plot([], [], label=f"{group} (every run failed: {failed[group]})")
     ax.set_xlabel(x.replace("_", " "))
     ax.set_ylabel("eval return (mean, 95% bootstrap CI)")
     ax.set_title(title)
@@ -67,16 +94,24 @@ def plot_curves(df: pd.DataFrame, path, title: str = "", x: str = "env_steps") -
 
 
 def summarize(root) -> pd.DataFrame:
-    """Final eval return per group: mean, 95% CI over seeds, and per-seed values."""
+    """Final eval return per group over its finished runs: mean, 95% CI over seeds and
+    per-seed values, next to the number of runs, of failed runs and their failures (run,
+    update, error), so an aggregate over fewer runs than were started is never silent."""
     root = Path(root)
     df = load_run_dir(root)
-    last = df.loc[df.groupby(["group", "seed"])["env_steps"].idxmax()]
+    last = df.loc[df.groupby(["group", "seed"])["env_steps"].idxmax()] if len(df) else df
     rows = []
-    for group, g in last.groupby("group"):
-        lo, hi = bootstrap_ci(g["eval_return"].to_numpy())
-        rows.append({"group": group, "seeds": len(g), "env_steps": int(g["env_steps"].max()),
-                     "final_eval_return_mean": g["eval_return"].mean(), "ci95_lo": lo,
-                     "ci95_hi": hi, "per_seed": " ".join(f"{v:.1f}" for v in g["eval_return"])})
+    for group, runs in df.attrs["runs"].items():
+        g = last[last["group"] == group]
+        fails = [f for f in df.attrs["failed"] if f["group"] == group]
+        lo, hi = bootstrap_ci(g["eval_return"].to_numpy()) if len(g) else (np.nan, np.nan)
+        rows.append({"group": group, "seeds": len(g), "runs": runs, "failed_runs": len(fails),
+                     "env_steps": int(g["env_steps"].max()) if len(g) else 0,
+                     "final_eval_return_mean": g["eval_return"].mean() if len(g) else np.nan,
+                     "ci95_lo": lo, "ci95_hi": hi,
+                     "per_seed": " ".join(f"{v:.1f}" for v in g["eval_return"]),
+                     "failures": "; ".join(f"{f['run']}: update {f['update']}: {f['error']}"
+                                           for f in fails)})
     out = pd.DataFrame(rows)
     out.to_csv(root / "summary.csv", index=False)
     return out

@@ -14,17 +14,24 @@ Writes, into ``--out`` (default: the first path), PNG and SVG of:
 and the tables ``aggregate.csv`` (final returns per group: IQM, mean, median with 95% CIs,
 over every environment, scores min-max normalised per environment over all runs shown) and
 ``improvement.csv`` (probability of improvement P(X > Y) between every pair of groups, with a
-95% CI). With one environment the aggregate is over runs of that environment.
+95% CI). With one environment the aggregate is over runs of that environment. Failed runs
+(``runs/<run>/status.json``) are left out of every curve and table, and never silently: each
+table has a ``failed_runs`` column, the legends say "k failed", and ``failures.csv`` lists each
+(run, update, error).
 """
 from __future__ import annotations
 
 import argparse
 import itertools
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from pgjax.errors import ConfigError
+from pgjax.plots import run_failure
 
 
 def find_run_dirs(paths) -> list[Path]:
@@ -42,28 +49,41 @@ def find_run_dirs(paths) -> list[Path]:
 
 
 def load(paths) -> pd.DataFrame:
-    """Every metrics row of every run (failed runs excluded) with columns group, env, algo,
-    run (unique id), seed."""
-    frames = []
+    """Every metrics row of every finished run with columns group, env, algo, run (unique
+    id), seed. Failed runs are left out of the rows and listed in ``.attrs["failed"]`` (env,
+    group_dir, run, seed, update, error), so every table can say how many it left out."""
+    frames, failed = [], []
     for root in find_run_dirs(paths):
         cfg = json.loads((root / "config.json").read_text())
         c = cfg["config"]
         varied = [k for k, v in cfg["grid"].items() if len(v) > 1]
         for r in cfg["runs"]:
             d = root / "runs" / r["id"]
-            if not (d / "metrics.csv").exists() or (d / "status.json").exists():
+            label = ", ".join(f"{k.split('.')[-1]}={r['hparams'][k]:g}" for k in varied)
+            failure = run_failure(d)
+            if failure is not None:
+                failed.append({"env": c["env"], "group_dir": root.name,
+                               "label": c["algo"] + (f" ({label})" if label else ""),
+                               "run": f"{root.name}/{r['id']}", "seed": r["seed"],
+                               "update": failure.get("update"), "error": failure.get("error")})
+                continue
+            if not (d / "metrics.csv").exists():
                 continue
             df = pd.read_csv(d / "metrics.csv")
-            label = ", ".join(f"{k.split('.')[-1]}={r['hparams'][k]:g}" for k in varied)
             df["algo"], df["env"] = c["algo"], c["env"]
             df["group"] = c["algo"] + (f" ({label})" if label else "")
             df["group_dir"] = root.name
             df["run"] = f"{root.name}/{r['id']}"
             df["seed"] = r["seed"]
             frames.append(df)
+    where = ", ".join(map(str, paths))
+    if not frames and failed:
+        raise ConfigError(f"every one of the {len(failed)} runs under {where} failed (first: "
+                          f"{failed[0]['run']}, update {failed[0]['update']}: "
+                          f"{failed[0]['error']}); pass directories with finished runs")
     if not frames:
-        raise SystemExit("pgjax plot: no run directories with metrics found under "
-                         + ", ".join(map(str, paths)))
+        raise ConfigError(f"no run directories with metrics under {where}; pass run "
+                          f"directories or folders that contain them")
     df = pd.concat(frames, ignore_index=True)
     # Groups that share algo and grid label but differ in other options (policy kind,
     # observation filter, network sizes, ...): add the options that differ to their names.
@@ -81,7 +101,26 @@ def load(paths) -> pd.DataFrame:
             mask = (df["env"] == env) & (df["group"] == group) & (df["group_dir"] == d)
             df.loc[mask, "group"] = f"{group} ({extra})" if "(" not in group else \
                 group[:-1] + f", {extra})"
+    names = df.groupby("group_dir")["group"].first().to_dict()
+    for f in failed:  # the failed run's group, named as its directory's other runs are
+        f["group"] = names.get(f["group_dir"], f["label"])
+    df.attrs["failed"] = failed
     return df
+
+
+def failure_table(df: pd.DataFrame) -> pd.DataFrame:
+    """The failed runs ``load`` left out: env, group, run, seed, update, error."""
+    cols = ["env", "group", "run", "seed", "update", "error"]
+    return pd.DataFrame([{k: f[k] for k in cols} for f in df.attrs.get("failed", [])],
+                        columns=cols)
+
+
+def _failed_counts(df: pd.DataFrame) -> dict:
+    """{(env, group): number of failed runs}."""
+    out = {}
+    for f in df.attrs.get("failed", []):
+        out[(f["env"], f["group"])] = out.get((f["env"], f["group"]), 0) + 1
+    return out
 
 
 _NOT_OPTIONS = {"name", "out", "resume", "quiet", "seeds", "seed", "grid", "tensorboard",
@@ -163,7 +202,8 @@ def aggregate_tables(df: pd.DataFrame, reps: int, seed: int = 0):
     rows = []
     for group in scores:
         row = {"group": group, "runs_per_env": scores[group].shape[0],
-               "envs": scores[group].shape[1]}
+               "envs": scores[group].shape[1],
+               "failed_runs": sum(n for (_, g), n in _failed_counts(df).items() if g == group)}
         for j, name in enumerate(fns):
             row[f"{name}_normalised"] = point[group][j]
             row[f"{name}_ci95_lo"], row[f"{name}_ci95_hi"] = ci[group][0, j], ci[group][1, j]
@@ -195,14 +235,16 @@ def _save(fig, out: Path, stem: str) -> list[Path]:
 def plot_returns(df, out: Path, estimator: str, reps: int) -> list[Path]:
     from matplotlib.figure import Figure  # no pyplot: leaves the caller's backend alone
 
-    written = []
+    written, failed = [], _failed_counts(df)
     tables = {x: curves(df, x, estimator, reps) for x in ("env_steps", "wall_time_s")}
     for env in sorted(df["env"].unique()):
         fig = Figure(figsize=(11, 4))
         axes = fig.subplots(1, 2)
         for ax, (x, table) in zip(axes, tables.items()):
             for group, g in table[table["env"] == env].groupby("group"):
-                ax.plot(g[x], g["estimate"], label=f"{group} (n={g['runs'].max()})")
+                more = failed.get((env, group))
+                more = f", {more} failed" if more else ""
+                ax.plot(g[x], g["estimate"], label=f"{group} (n={g['runs'].max()}{more})")
                 ax.fill_between(g[x], g["lo"], g["hi"], alpha=0.2)
             ax.set_xlabel("env steps" if x == "env_steps" else "wall-clock time (s)")
             ax.set_ylabel(f"eval return ({estimator.upper()}, 95% stratified bootstrap CI)")
@@ -253,7 +295,8 @@ def trust_region_table(df: pd.DataFrame) -> pd.DataFrame:
     rows = []
     ev = df[df["eval_return"].notna()]
     for (group, env), g in df.groupby(["group", "env"]):
-        row = {"group": group, "env": env, "runs": g["run"].nunique()}
+        row = {"group": group, "env": env, "runs": g["run"].nunique(),
+               "failed_runs": _failed_counts(df).get((env, group), 0)}
         upd = g[g["iteration"] > 0]
         for col in ("ratio_dev_max", "kl_max"):
             if col in upd and upd[col].notna().any():
@@ -277,7 +320,14 @@ def plot_main(argv: list[str]) -> int:
     p.add_argument("--estimator", choices=("iqm", "mean", "median"), default="iqm")
     p.add_argument("--reps", type=int, default=2000, help="bootstrap resamples")
     a = p.parse_args(argv)
-    df = load(a.paths)
+    try:
+        if a.reps < 1:
+            raise ConfigError(f"--reps must be >= 1, got {a.reps}; pass a positive number of "
+                              f"bootstrap resamples (e.g. --reps 2000)")
+        df = load(a.paths)
+    except ConfigError as e:
+        print(f"pgjax plot: error: {e}", file=sys.stderr)
+        return 2
     out = Path(a.out or a.paths[0])
     out.mkdir(parents=True, exist_ok=True)
     written = plot_returns(df, out, a.estimator, a.reps) + plot_trust_region(df, out)
@@ -286,11 +336,18 @@ def plot_main(argv: list[str]) -> int:
     prob.to_csv(out / "improvement.csv", index=False)
     tr = trust_region_table(df)
     tr.to_csv(out / "trust_region.csv", index=False)
-    written += [out / "aggregate.csv", out / "improvement.csv", out / "trust_region.csv"]
+    fails = failure_table(df)
+    fails.to_csv(out / "failures.csv", index=False)
+    written += [out / "aggregate.csv", out / "improvement.csv", out / "trust_region.csv",
+                out / "failures.csv"]
     with pd.option_context("display.width", 160, "display.max_columns", 12):
         print(agg[[c for c in agg.columns if not c.startswith("final")]].to_string(index=False))
         if len(prob):
             print(prob.to_string(index=False))
         print(tr.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        if len(fails):
+            print(f"{len(fails)} failed runs left out of every curve and table "
+                  f"(failures.csv):")
+            print(fails.to_string(index=False))
     print("wrote " + ", ".join(str(w) for w in written))
     return 0

@@ -10,6 +10,7 @@
                                  the run has finished
         summary.csv, curve.png   written when training finishes
         status.json              written last: {"status": "finished", ...}
+        .lock                    held by the process training into the directory
 
 Every file is replaced atomically (written to a temporary file, fsynced, renamed) after each
 chunk, so a kill at any moment leaves either the previous or the new version, never a torn
@@ -19,29 +20,20 @@ from __future__ import annotations
 
 import csv
 import json
-import os
+import shutil
 import time
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
 import numpy as np
+from filelock import FileLock, Timeout
 from flax import serialization
 
+from pgjax.errors import ConfigError
+from pgjax.files import atomic_write_bytes, atomic_write_json  # noqa: F401 (re-exported)
+
 EVAL_KEYS = ("eval_return", "eval_return_std", "eval_length")
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def atomic_write_json(path: Path, obj) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=2, default=str) + "\n").encode())
 
 
 def run_id(seed: int, hp: dict, varied: list[str]) -> str:
@@ -225,9 +217,80 @@ class RunRecords:
                                                   for r, m in sorted(self.failed.items())}})
 
 
+def claim(cfg) -> FileLock:
+    """Take the run directory ``<out>/<name>`` for this process, before anything compiles: it
+    is created if needed and locked (a second process on it is refused at once; the lock goes
+    with the process, even on SIGKILL). A directory that already holds a run is refused
+    unless ``cfg.resume`` continues it or ``cfg.overwrite`` replaces it (then it is emptied)."""
+    out, root = Path(cfg.out), Path(cfg.out) / cfg.name
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; pass a directory for the run directories")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(root / ".lock", timeout=0)
+        lock.acquire()
+    except Timeout:
+        raise ConfigError(f"{root} is in use by another pgjax process; wait for it to finish "
+                          f"or pick another --name") from None
+    except OSError as e:
+        raise ConfigError(f"cannot create the run directory {root} ({e.strerror}); pass a "
+                          f"writable --out") from None
+    if (root / "config.json").exists() and not cfg.resume:
+        if not cfg.overwrite:
+            lock.release()
+            state = "a finished run" if is_finished(root) else "an unfinished run"
+            raise ConfigError(f"{root} already holds {state}; pass --resume to continue it, "
+                              f"--overwrite to replace it, or pick another --name")
+        for entry in root.iterdir():
+            if entry.name != ".lock":
+                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    return lock
+
+
+def read_json(path: Path, what: str) -> dict:
+    """A record's JSON, or a one-line ``ConfigError`` when it is unreadable or torn."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ConfigError(f"{path} is damaged ({type(e).__name__}); restore {what} or pass "
+                          f"--overwrite to start the run over") from None
+
+
+def check_records(root) -> None:
+    """Before a resume trains anything: the run directory's records are whole. Every run's
+    ``metrics.csv`` decodes, has its header's number of cells in every row, numbers in every
+    cell and one row per iteration from 0 on; ``ConfigError`` (one line) names the file."""
+    root = Path(root)
+    cfg = read_json(root / "config.json", "the run's config.json")
+    for r in cfg.get("runs", []):
+        path = root / "runs" / r["id"] / "metrics.csv"
+        if not path.exists():
+            continue
+        fix = "restore the file or pass --overwrite to start the run over"
+        try:
+            with open(path, newline="", encoding="utf-8") as f:
+                rows = list(csv.reader(f))
+        except (OSError, UnicodeDecodeError, csv.Error) as e:
+            raise ConfigError(f"{path} is damaged ({type(e).__name__}); {fix}") from None
+        header, body = (rows[0], rows[1:]) if rows else ([], [])
+        for n, row in enumerate(body, 2):
+            if len(row) != len(header):
+                raise ConfigError(f"{path} is damaged (line {n} has {len(row)} cells, the "
+                                  f"header {len(header)}); {fix}")
+            for name, cell in zip(header, row):
+                try:
+                    float(cell or "nan")
+                except ValueError:
+                    raise ConfigError(f"{path} is damaged (line {n}: {name} = {cell[:20]!r} "
+                                      f"is not a number); {fix}") from None
+            if int(float(row[0])) != n - 2:
+                raise ConfigError(f"{path} is damaged (line {n} is iteration {row[0]}, "
+                                  f"expected {n - 2}: rows are missing); {fix}")
+
+
 def is_finished(root) -> bool:
     path = Path(root) / "status.json"
-    return path.exists() and json.loads(path.read_text()).get("status") == "finished"
+    return path.exists() and read_json(path, "status.json").get("status") == "finished"
 
 
 def load_params(path) -> dict:

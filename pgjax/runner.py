@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -158,18 +159,45 @@ class VmappedRuns:
         return self._call("restart", state, keys)
 
 
-RESUME_IGNORED = ("resume", "quiet", "tensorboard", "wandb", "wandb_project", "distributed",
+RESUME_IGNORED = ("resume", "overwrite", "quiet", "tensorboard", "wandb", "wandb_project", "distributed",
                   "shard", "checkpoint_every")
 
 
 def _check_resumable(cfg: TrainConfig, root) -> None:
-    saved = json.loads((root / "config.json").read_text())["config"]
+    from pgjax.records import check_records, read_json
+
+    saved = read_json(root / "config.json", "the run's config.json").get("config", {})
+    check_records(root)
     now = json.loads(json.dumps(cfg.to_dict(), default=str))
     diff = sorted(k for k in set(saved) | set(now)
                   if k not in RESUME_IGNORED and saved.get(k) != now.get(k))
     if diff:
         raise ConfigError(f"cannot resume {root}: its config differs in {', '.join(diff)}; "
                           f"resume with the same options, or pick a new --name")
+
+
+def warn(message: str) -> None:
+    """A warning on stderr, shown even with --quiet."""
+    print(f"pgjax: warning: {message}", file=sys.stderr, flush=True)
+
+
+def _verified_checkpoints(cfg: TrainConfig, root: Path) -> list[int]:
+    """The checkpoint steps a resume may restore, newest first, checked against their
+    checksums before anything compiles: damaged ones are named and skipped (the resume falls
+    back to an older one and cuts the records back to it); if all are damaged, a one-line
+    ``ConfigError``."""
+    from pgjax.checkpoint import verified_steps
+
+    if not cfg.checkpoint_every:
+        return []
+    good, bad = verified_steps(root / "checkpoint")
+    for step, why in bad.items():
+        warn(f"checkpoint {step} of {root} is damaged ({why}); not used")
+    if bad and not good:
+        step, why = next(iter(bad.items()))
+        raise ConfigError(f"every checkpoint of {root} is damaged (checkpoint {step}: {why}); "
+                          f"pass --overwrite to start the run over")
+    return good
 
 
 class Session(NamedTuple):
@@ -191,9 +219,9 @@ class Session(NamedTuple):
 _eval_keys_at = jax.jit(jax.vmap(jax.random.fold_in, (0, None)))  # (run keys, chunk index)
 
 
-def _start(cfg: TrainConfig, trainer: Trainer, say, resuming: bool):
+def _start(cfg: TrainConfig, trainer: Trainer, say, resuming: bool, steps=()):
     """The program and placement, then a fresh start (records created, evaluation at step 0)
-    or the latest checkpoint restored. Returns (session, state, first chunk, wall clock
+    or the newest of the verified checkpoint ``steps`` that restores. Returns (session, state, first chunk, wall clock
     already spent, failed runs)."""
     from pgjax.checkpoint import Checkpoints
     from pgjax.loggers import make_sinks
@@ -212,13 +240,22 @@ def _start(cfg: TrainConfig, trainer: Trainer, say, resuming: bool):
         if not resuming:
             shutil.rmtree(root / "checkpoint", ignore_errors=True)
         ckpts = Checkpoints(root / "checkpoint")
-        step = ckpts.latest() if resuming else None
-        if step is not None:
-            state, meta = ckpts.restore(step, state)
+        for step in (steps if resuming else ()):
+            try:
+                state, meta = ckpts.restore(step, state)
+            except Exception as e:  # verified files that still do not restore: the next one
+                warn(f"checkpoint {step} of {root} does not restore ({type(e).__name__}); "
+                     f"trying an older one")
+                continue
             start, wall0 = int(meta["chunk"]), float(meta["wall_time_s"])
             state = fns.restored(state, train_keys, start)
             records = RunRecords.reopen(root, int(meta["iteration"])) if writer else None
             say(f"pgjax: resuming {root} from chunk {start}/{cfg.num_chunks}")
+            break
+        else:
+            if resuming and steps:
+                raise ConfigError(f"no checkpoint of {root} restores; pass --overwrite to "
+                                  f"start the run over")
     if not start:
         records = RunRecords.create(cfg, runs) if writer else None
         ev = place.get(fns.evaluate(state, _eval_keys_at(eval_keys, 0)))
@@ -303,24 +340,30 @@ def run(cfg: TrainConfig, log=None, trainer: Trainer | None = None, strict: bool
     A run that fails (non-finite quantity, algorithm error) is recorded as failed and the
     others carry on; at the end ``strict`` raises ``TrainingError`` naming the failures.
     Returns the ``RunRecords`` of the run directory."""
-    from pgjax.records import RunRecords, is_finished
+    from pgjax import records as run_records
 
     cfg = cfg.with_name()
+    cfg.validate()
     if cfg.distributed and not jax.distributed.is_initialized():
         jax.distributed.initialize()
-    trainer = trainer or Trainer(cfg)
     root = Path(cfg.out) / cfg.name
     say = (lambda *a: None) if cfg.quiet else (log or (lambda *a: print(*a, flush=True)))
-    resuming = cfg.resume and (root / "config.json").exists()
-    if resuming:
-        _check_resumable(cfg, root)
-        if is_finished(root):
-            say(f"pgjax: {root} is already finished; nothing to resume")
-            return RunRecords.reopen(root, cfg.num_iterations)
-    session = None
+    lock = run_records.claim(cfg) if jax.process_index() == 0 else None
     try:
-        session, state, start, failed = _start(cfg, trainer, say, resuming)
-        failed = _train_chunks(session, state, start, failed)
+        resuming = cfg.resume and (root / "config.json").exists()
+        if resuming:
+            _check_resumable(cfg, root)
+            if run_records.is_finished(root):
+                say(f"pgjax: {root} is already finished; nothing to resume")
+                return run_records.RunRecords.reopen(root, cfg.num_iterations)
+        steps = _verified_checkpoints(cfg, root) if resuming else []
+        trainer = trainer or Trainer(cfg)
+        try:
+            session, state, start, failed = _start(cfg, trainer, say, resuming, steps)
+            failed = _train_chunks(session, state, start, failed)
+        finally:
+            trainer.close()
+        return _finish(session, failed, strict)
     finally:
-        trainer.close()
-    return _finish(session, failed, strict)
+        if lock is not None:
+            lock.release()

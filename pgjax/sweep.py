@@ -48,7 +48,7 @@ import tomllib
 from pathlib import Path
 
 from pgjax.config import TrainConfig
-from pgjax.errors import ConfigError
+from pgjax.errors import EXIT_RUNS_FAILED, ConfigError
 from pgjax.records import atomic_write_json, is_finished
 
 TOP_KEYS = {"name", "out", "algos", "envs", "seeds", "seed", "preset", "config", "env_config",
@@ -107,30 +107,20 @@ class Sweep:
         for k, v in list(static.items()) + list(grid.items()):
             if not isinstance(v, list) or not v:
                 raise ConfigError(f"'{k}' in [grid]/[static] must be a non-empty list of values")
+        rules = {a: dataclasses.replace(TrainConfig(), algo=a).rule for a in spec["algos"]}
+        _check_targets(spec, set(rules.values()))
         groups = {}
-        for algo, env, values in itertools.product(spec["algos"], spec["envs"],
-                                                   itertools.product(*static.values())):
-            combo = dict(zip(static, values))
-            name = "_".join([algo, env.replace(":", "-")] +
-                            [f"{k.split('.')[-1]}={_fmt(v)}" for k, v in combo.items()])
-            cfg = TrainConfig(env=env).with_preset(combo.pop("preset", spec.get("preset")))
-            cfg = dataclasses.replace(cfg, algo=algo, seeds=spec.get("seeds", 1),
-                                      seed=spec.get("seed", 0), out=str(root), name=name)
-            cfg = cfg.with_options(spec.get("config", {}), "[config]")
-            cfg = cfg.with_options(spec.get("env_config", {}).get(env, {}),
-                                   f"[env_config.\"{env}\"]")
-            cfg = cfg.with_options(combo, "[static]")
-            entries = []
-            for k, vals in grid.items():
-                head, dot, _ = k.partition(".")
-                if dot and head != cfg.rule:
-                    continue
-                entries.append(f"{k}=" + ",".join(repr(float(v)) for v in vals))
-            cfg = dataclasses.replace(cfg, grid=tuple(entries), out=str(root), name=name,
-                                      resume=True)
-            cfg.validate()
-            groups[name] = cfg
+        for algo, env in itertools.product(spec["algos"], spec["envs"]):
+            # a rule's [static] options multiply that rule's groups only
+            keys = [k for k in static if k.partition(".")[0] in (k, rules[algo])]
+            for values in itertools.product(*(static[k] for k in keys)):
+                cfg = _group(spec, root, algo, env, dict(zip(keys, values)), grid)
+                groups[cfg.name] = cfg
+        from pgjax.train import check
+
+        check(groups.values())
         return cls(root=root, groups=groups)
+
 
     def status(self) -> dict:
         path = self.root / "sweep.json"
@@ -163,6 +153,48 @@ class Sweep:
             status["groups"][name] = entry
             atomic_write_json(self.root / "sweep.json", status)
         return status
+
+
+def _check_targets(spec: dict, rules: set) -> None:
+    """Every ``<rule>.<option>`` key names a rule some group runs, and every
+    ``[env_config]`` table an environment of ``envs``: nothing in the file is dropped."""
+    tables = [("[config]", spec.get("config", {})), ("[grid]", spec.get("grid", {})),
+              ("[static]", spec.get("static", {}))]
+    for env, options in spec.get("env_config", {}).items():
+        if env not in spec["envs"]:
+            raise ConfigError(f"[env_config.\"{env}\"] names an environment not in envs "
+                              f"({', '.join(spec['envs'])}); add it to envs or drop the table")
+        tables.append((f"[env_config.\"{env}\"]", options))
+    for table, options in tables:
+        for key in options:
+            head, dot, _ = key.partition(".")
+            if dot and head not in rules:
+                raise ConfigError(f"'{key}' in {table} is an option of {head}, which no group "
+                                  f"runs (algos: {', '.join(spec['algos'])}); add {head} to "
+                                  f"algos or drop the key")
+
+
+def _group(spec: dict, root: Path, algo: str, env: str, combo: dict, grid: dict) -> TrainConfig:
+    """The config of one group: preset, algorithm, [config], [env_config], [static] values,
+    then the rule's [grid] entries."""
+    name = "_".join([algo, env.replace(":", "-")] +
+                    [f"{k.split('.')[-1]}={_fmt(v)}" for k, v in combo.items()])
+    cfg = TrainConfig(env=env).with_preset(combo.pop("preset", spec.get("preset")))
+    cfg = dataclasses.replace(cfg, algo=algo, out=str(root), name=name)
+    cfg = cfg.with_options({k: spec[k] for k in ("seeds", "seed") if k in spec}, "the sweep")
+    cfg = cfg.with_options(spec.get("config", {}), "[config]")
+    cfg = cfg.with_options(spec.get("env_config", {}).get(env, {}), f"[env_config.\"{env}\"]")
+    cfg = cfg.with_options(combo, "[static]")
+    entries = []
+    for k, vals in grid.items():
+        head, dot, _ = k.partition(".")
+        if dot and head != cfg.rule:
+            continue
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+            raise ConfigError(f"[grid] '{k}' must list numbers, got {vals!r}; write "
+                              f"{k} = [0.1, 0.2]")
+        entries.append(f"{k}=" + ",".join(repr(float(v)) for v in vals))
+    return dataclasses.replace(cfg, grid=tuple(entries), out=str(root), name=name, resume=True)
 
 
 def sweep_main(argv: list[str]) -> int:
@@ -202,4 +234,4 @@ def sweep_main(argv: list[str]) -> int:
         from pgjax.plotting import plot_main
 
         plot_main([str(sweep.root)])
-    return 1 if bad else 0
+    return EXIT_RUNS_FAILED if bad else 0

@@ -18,6 +18,8 @@ family (Gymnasium environments step on the host through callbacks, ``pgjax.envs.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Any, NamedTuple
 
 import jax
@@ -97,6 +99,22 @@ def build_policy(cfg: TrainConfig, env):
     return make_actor_critic(env.spec.action, "auto" if cfg.policy == "window" else cfg.policy,
                              cfg.actor_hidden, cfg.critic_hidden, cfg.activation,
                              cfg.init_log_std, cfg.policy_head_gain)
+
+
+def check(cfgs) -> None:
+    """Everything ``Trainer`` checks for each config in ``cfgs``, before anything compiles:
+    the options, the environment id (each distinct environment built once, with one env),
+    and the policy kind and update rule against its spaces. Raises ``ConfigError``."""
+    envs = {}
+    for cfg in cfgs:
+        cfg.validate()
+        key = (cfg.env, cfg.episode_length, cfg.backend, cfg.observe, cfg.policy, cfg.z_dim,
+               cfg.stateful_prev_action, cfg.window)
+        if key not in envs:
+            envs[key] = build_env(dataclasses.replace(cfg, vectorization="sync"), 1)
+        build_algorithm(cfg, build_policy(cfg, envs[key]))
+    for env in envs.values():
+        env.close()
 
 
 def build_algorithm(cfg: TrainConfig, policy):

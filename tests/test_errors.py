@@ -28,6 +28,21 @@ BAD = [
     (["--algo", "fixpo", "--fixpo.eps-kl", "-0.1"], "eps_kl must be > 0"),
     (["--algo", "fixpo", "--num-envs", "5", "--rollout-len", "5"], "not divisible into 4 minibatches"),
     (["--algo", "spo", "--spo.lr", "0"], "lr must be > 0"),
+    (["--name", "../escaped"], "must be one directory name inside --out"),
+    (["--name", "a/b"], "must be one directory name inside --out"),
+    (["--grid", "gamma=0.9,0.9"], "lists 0.9 twice"),
+    (["--grid", "gamma=0.9", "gamma=0.99"], "names gamma twice"),
+    (["--grid", "gamma="], "has no values"),
+    (["--actor-hidden", "0", "64"], "actor_hidden sizes must be >= 1"),
+    (["--steps", "100000000000000000000"], "is beyond 2,147,483,647"),
+    (["--seed", "100000000000000000000"], "seed must be in [0,"),
+    (["--seed", "-1"], "seed must be in [0,"),
+    (["--ppo.ent-coef", "nan"], "ent_coef must be a finite number"),
+    (["--ppo.vf-coef", "inf"], "vf_coef must be a finite number"),
+    (["--ppo.lr", "inf"], "lr must be a finite number"),
+    (["--init-log-std", "nan"], "init_log_std must be a finite number"),
+    (["--z-std", "inf"], "z_std must be a finite number"),
+    (["--grid", "ppo.lr=1e-3,nan"], "lr must be a finite number"),
 ]
 
 
@@ -43,7 +58,7 @@ def test_cli_bad_input_is_one_line_before_compiling(args, message, capsys, monke
     assert len(err.splitlines()) == 1, err
     assert message in err
     # every message also says what to do
-    assert any(w in err for w in ("use", "pass", "change", "write", "give")), err
+    assert any(w in err for w in ("use", "pass", "change", "write", "give", "list")), err
 
 
 def test_config_error_is_a_value_error():
@@ -52,3 +67,52 @@ def test_config_error_is_a_value_error():
         cfg.validate()
     with pytest.raises(ConfigError):
         dataclasses.replace(TrainConfig(), steps=0).validate()
+
+
+def _train(tmp_path, *args):
+    return main(["train", "--env", "jax:cartpole", "--steps", "2048", "--eval-every", "1",
+                 "--eval-envs", "1", "--quiet", "--out", str(tmp_path), "--name", "r", *args])
+
+
+def test_out_that_is_a_file_or_unwritable_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(pgjax.runner, "VmappedRuns", None)  # nothing may compile
+    (tmp_path / "f").write_text("")
+    assert main(["train", "--out", str(tmp_path / "f")]) == 2
+    assert "is a file; pass a directory" in capsys.readouterr().err
+    (tmp_path / "ro").mkdir(mode=0o500)
+    if not __import__("os").access(tmp_path / "ro", __import__("os").W_OK):  # not as root
+        assert main(["train", "--out", str(tmp_path / "ro")]) == 2
+        assert "pass a writable --out" in capsys.readouterr().err
+
+
+def test_an_existing_run_is_never_overwritten_without_a_choice(tmp_path, capsys):
+    """A finished run is refused without --resume/--overwrite and left as it was; --resume
+    leaves it finished; --overwrite replaces it."""
+    from pgjax.records import is_finished
+
+    assert _train(tmp_path) == 0
+    root = tmp_path / "r"
+    metrics = next(root.glob("runs/*/metrics.csv"))
+    before = metrics.read_bytes()
+    assert _train(tmp_path, "--ppo.lr", "1e-3") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "already holds a finished run" in err
+    assert "--resume" in err and "--overwrite" in err
+    assert metrics.read_bytes() == before and is_finished(root)
+    assert _train(tmp_path, "--resume") == 0 and metrics.read_bytes() == before
+    assert _train(tmp_path, "--ppo.lr", "1e-3", "--overwrite") == 0
+    import json
+    assert json.loads((root / "config.json").read_text())["config"]["ppo"]["lr"] == 1e-3
+    assert is_finished(root)
+
+
+def test_a_second_process_on_the_same_run_is_refused_at_once(tmp_path, capsys, monkeypatch):
+    from filelock import FileLock
+
+    monkeypatch.setattr(pgjax.runner, "VmappedRuns", None)  # nothing may compile
+    (tmp_path / "r").mkdir()
+    with FileLock(tmp_path / "r" / ".lock"):  # what a running `pgjax train` holds
+        assert _train(tmp_path) == 2
+    err = capsys.readouterr().err.strip()
+    assert "is in use by another pgjax process" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "r" / "config.json").exists()

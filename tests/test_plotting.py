@@ -114,3 +114,44 @@ def test_wandb_mirror_logs_every_row(tmp_path, monkeypatch):
                     "train_return": float("nan")}])
     sink.close()
     assert logged == [("seed0", 64, {"kl_max": 0.01}), ("seed0", "finished", None)]
+
+
+def _fail(root, rid, update, error):
+    (root / "runs" / rid / "status.json").write_text(json.dumps(
+        {"status": "failed", "update": update, "error": error}))
+
+
+def test_failed_runs_are_counted_and_listed_never_silently_dropped(sweep, capsys):
+    from pgjax.plots import summarize
+
+    root, a, b = sweep
+    _fail(root / "b_env1", "seed7", 12, "non-finite loss (run seed7, update 12)")
+    df = load([root])
+    assert df[df["group"] == "trpo"]["run"].nunique() == 7  # the failed run is left out ...
+    agg, _ = aggregate_tables(df, reps=50)
+    assert agg.set_index("group").loc["trpo", "failed_runs"] == 1  # ... and counted
+    assert agg.set_index("group").loc["ppo", "failed_runs"] == 0
+    assert plot_main([str(root), "--reps", "50"]) == 0
+    out = capsys.readouterr().out
+    assert "1 failed runs left out" in out and "non-finite loss" in out
+    fails = pd.read_csv(root / "failures.csv")
+    assert fails[["group", "run", "update"]].values.tolist() == [["trpo", "b_env1/seed7", 12]]
+    summary = summarize(root / "b_env1").iloc[0]  # what a run directory's summary.csv says
+    assert (summary["seeds"], summary["runs"], summary["failed_runs"]) == (7, 8, 1)
+    assert "seed7: update 12: non-finite loss" in summary["failures"]
+    np.testing.assert_allclose(summary["final_eval_return_mean"], b[:7].mean())
+
+
+def test_plot_errors_are_one_line_with_exit_code_2(sweep, tmp_path, capsys):
+    root, _, _ = sweep
+    for bad in (["--reps", "0"], ["--reps", "-5"]):
+        assert plot_main([str(root), *bad]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "--reps must be >= 1" in err
+    assert plot_main([str(tmp_path / "nothing")]) == 2
+    assert "no run directories with metrics" in capsys.readouterr().err
+    for seed in range(8):
+        _fail(root / "a_env1", f"seed{seed}", 3, "non-finite loss")
+    assert plot_main([str(root / "a_env1")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "every one of the 8 runs" in err and len(err.splitlines()) == 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import signal
 import struct
 import subprocess
@@ -105,6 +106,103 @@ def test_resumed_run_matches_uninterrupted_run(algo, tmp_path, monkeypatch):
     assert_same_records(full.root, cut)  # metrics (all columns but wall time), params, summary
 
 
+def _cut_run(cfg, monkeypatch, chunks=3):
+    """A run of ``cfg`` killed after ``chunks`` chunks (checkpoints kept: the last two)."""
+    with monkeypatch.context() as m:
+        _interrupting(m, after_chunks=chunks)
+        with pytest.raises(Interrupt):
+            run(cfg)
+    return Path(cfg.out) / cfg.name
+
+
+def _damage(path: Path, how: str) -> None:
+    data = bytearray(path.read_bytes())
+    if how == "flip":
+        mid = len(data) // 2
+        data[mid:mid + 64] = bytes(b ^ 0xFF for b in data[mid:mid + 64])
+    else:  # truncate
+        data = data[: len(data) // 3]
+    path.write_bytes(bytes(data))
+
+
+def _largest_file(step_dir: Path) -> Path:
+    return max((p for p in step_dir.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+
+
+@pytest.mark.parametrize("how", ["flip", "truncate"])
+def test_resume_skips_a_damaged_checkpoint_and_refuses_when_all_are(how, tmp_path, monkeypatch,
+                                                                     capsys):
+    """The newest checkpoint damaged: the resume says so, falls back to the older one and
+    ends with the records of an uninterrupted run. Both damaged: a one-line error before
+    anything compiles, and nothing is deleted or marked finished."""
+    import pgjax.runner
+
+    cfg = dataclasses.replace(SMALL, seeds=2, out=str(tmp_path), checkpoint_every=1)
+    full = run(dataclasses.replace(cfg, name="full"))
+    cut = _cut_run(dataclasses.replace(cfg, name="cut"), monkeypatch)
+    assert sorted(int(p.name) for p in (cut / "checkpoint").iterdir() if p.is_dir()) == [2, 3]
+    _damage(_largest_file(cut / "checkpoint" / "3"), how)
+    capsys.readouterr()
+    run(dataclasses.replace(cfg, name="cut", resume=True))
+    err = capsys.readouterr().err
+    assert "checkpoint 3" in err and "damaged" in err
+    assert_same_records(full.root, cut)
+
+    cut = _cut_run(dataclasses.replace(cfg, name="cut2"), monkeypatch)
+    for step in (2, 3):
+        _damage(_largest_file(cut / "checkpoint" / str(step)), how)
+    monkeypatch.setattr(pgjax.runner, "VmappedRuns", None)  # nothing may compile
+    with pytest.raises(ConfigError, match="every checkpoint of .* is damaged.*--overwrite"):
+        run(dataclasses.replace(cfg, name="cut2", resume=True))
+    assert (cut / "checkpoint" / "2").is_dir() and not (cut / "status.json").exists()
+
+
+def _set_cell(text: str, line: int, cell: int, value: str) -> str:
+    lines = text.splitlines()
+    cells = lines[line].split(",")
+    cells[cell] = value
+    lines[line] = ",".join(cells)
+    return "\n".join(lines) + "\n"
+
+
+DAMAGED_RECORDS = [
+    ("deleted rows", lambda t: "\n".join(t.splitlines()[:2] + t.splitlines()[3:]) + "\n",
+     "rows are missing"),
+    ("a garbage cell", lambda t: _set_cell(t, line=2, cell=1, value="abc"), "is not a number"),
+    ("random bytes", None, "is damaged (UnicodeDecodeError)"),
+]
+
+
+@pytest.mark.parametrize("what,edit,message", DAMAGED_RECORDS, ids=[d[0] for d in DAMAGED_RECORDS])
+def test_resume_refuses_damaged_records_before_training(what, edit, message, tmp_path,
+                                                        monkeypatch):
+    import pgjax.runner
+
+    cfg = dataclasses.replace(SMALL, out=str(tmp_path), name="r", checkpoint_every=1)
+    root = _cut_run(cfg, monkeypatch, chunks=2)
+    metrics = next((root / "runs").iterdir()) / "metrics.csv"
+    if edit is None:
+        metrics.write_bytes(metrics.read_bytes()[:40] + bytes(range(128, 256)) * 4)
+    else:
+        metrics.write_text(edit(metrics.read_text()))
+    monkeypatch.setattr(pgjax.runner, "VmappedRuns", None)  # nothing may compile
+    with pytest.raises(ConfigError, match=re.escape(message)) as e:
+        run(dataclasses.replace(cfg, resume=True))
+    assert "metrics.csv" in str(e.value) and "--overwrite" in str(e.value)
+    assert len(str(e.value).splitlines()) == 1
+
+
+def test_resume_refuses_a_torn_config_json(tmp_path, monkeypatch):
+    import pgjax.runner
+
+    cfg = dataclasses.replace(SMALL, out=str(tmp_path), name="r", checkpoint_every=1)
+    root = _cut_run(cfg, monkeypatch, chunks=1)
+    (root / "config.json").write_text((root / "config.json").read_text()[:50])
+    monkeypatch.setattr(pgjax.runner, "VmappedRuns", None)
+    with pytest.raises(ConfigError, match="config.json is damaged"):
+        run(dataclasses.replace(cfg, resume=True))
+
+
 def test_resume_refuses_a_different_config(tmp_path):
     cfg = dataclasses.replace(SMALL, out=str(tmp_path), name="r", steps=8 * 16 * 2)
     run(cfg)
@@ -180,6 +278,44 @@ def test_sweep_groups_and_validation(tmp_path):
     bad.write_text('algos = ["ppo"]\nenvs = ["jax:cartpole"]\n[config]\n"ppo.lr" = -1\n')
     with pytest.raises(ConfigError, match="lr must be > 0"):
         Sweep.from_file(bad)
+
+
+SWEEP_ERRORS = [
+    ('envs = ["jax:cartpole", "jax:cartpol"]', "", "unknown environment 'jax:cartpol'"),
+    ('envs = ["jax:cartpole"]', '[config]\npolicy = "gaussian"', "needs a continuous (Box)"),
+    ('envs = ["jax:cartpole"]', '[grid]\n"spo.lr" = [1e-3]', "'spo.lr' in [grid] is an option of spo"),
+    ('envs = ["jax:cartpole"]', '[config]\n"fixpo.eps_kl" = 0.1', "option of fixpo, which no group"),
+    ('envs = ["jax:cartpole"]', '[env_config."brax:hopper"]\nsteps = 10', "not in envs"),
+    ('envs = ["jax:cartpole"]', '[config]\nsteps = "1000"', "'steps' in [config] must be an integer"),
+    ('envs = ["jax:cartpole"]', '[config]\ngamma = "high"', "'gamma' in [config] must be a number"),
+    ('envs = ["jax:cartpole"]', '[grid]\ngamma = ["a"]', "[grid] 'gamma' must list numbers"),
+]
+
+
+@pytest.mark.parametrize("envs,table,message", SWEEP_ERRORS)
+def test_sweep_is_validated_whole_before_anything_runs(envs, table, message, tmp_path, capsys,
+                                                       monkeypatch):
+    """Every group's environment and policy are built and every key is used, in --dry-run
+    and before the first group trains: one line, exit 2, nothing run."""
+    import pgjax.runner
+    from pgjax.cli import main
+
+    monkeypatch.setattr(pgjax.runner, "VmappedRuns", None)  # nothing may compile
+    path = tmp_path / "s.toml"
+    path.write_text(f'algos = ["ppo", "trpo"]\n{envs}\nout = "{tmp_path}"\n{table}\n')
+    for extra in (["--dry-run"], []):
+        assert main(["sweep", str(path), *extra]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and message in err, err
+    assert not (tmp_path / "s").exists()
+
+
+def test_static_option_of_one_rule_multiplies_only_its_groups(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text('algos = ["ppo", "trpo"]\nenvs = ["jax:cartpole"]\n'
+                    '[static]\n"ppo.epochs" = [2, 4]\n')
+    assert list(Sweep.from_file(path).groups) == [
+        "ppo_jax-cartpole_epochs=2", "ppo_jax-cartpole_epochs=4", "trpo_jax-cartpole"]
 
 
 def _pgjax(*args, env=None):

@@ -1,0 +1,22 @@
+"""Atomic file writes: every record, index and checksum file pgjax writes goes through these."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``path`` (unique to this process), fsync it
+    and rename it over ``path``: a kill at any moment leaves the old or the new file."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def atomic_write_json(path: Path, obj) -> None:
+    atomic_write_bytes(path, (json.dumps(obj, indent=2, default=str) + "\n").encode())
