@@ -176,6 +176,23 @@ def _check_resumable(cfg: TrainConfig, root) -> None:
                           f"resume with the same options, or pick a new --name")
 
 
+def initialize_distributed() -> None:
+    """``jax.distributed.initialize()``: the coordinator and this process's place from a
+    cluster's environment (SLURM, Open MPI, ...), or from ``JAX_COORDINATOR_ADDRESS``,
+    ``JAX_NUM_PROCESSES`` and ``JAX_PROCESS_ID`` (host:port, count, 0-based index)."""
+    import os
+
+    kw = {}
+    for name, key in (("num_processes", "JAX_NUM_PROCESSES"), ("process_id", "JAX_PROCESS_ID")):
+        if os.environ.get(key):
+            try:
+                kw[name] = int(os.environ[key])
+            except ValueError:
+                raise ConfigError(f"{key}={os.environ[key]!r} is not an integer; set it to "
+                                  f"the {name.replace('_', ' ')}") from None
+    jax.distributed.initialize(**kw)
+
+
 def warn(message: str) -> None:
     """A warning on stderr, shown even with --quiet."""
     print(f"pgjax: warning: {message}", file=sys.stderr, flush=True)
@@ -309,8 +326,9 @@ def _train_chunks(s: Session, state, start: int, failed: dict) -> dict:
             failed[r] = message
             s.say(f"  run failed: {message}")
         s.say(_progress_line(s, c, metrics, ev, failed, time.time() - tc, wall))
+        saved = s.place.get((state.params, state.obs_stats))  # a collective: every process
         if records is not None:
-            records.save_params(*s.place.get((state.params, state.obs_stats)))
+            records.save_params(*saved)
         if s.ckpts is not None and ((c + 1) % cfg.checkpoint_every == 0
                                     or c + 1 == cfg.num_chunks):
             s.ckpts.save(c + 1, state, {"chunk": c + 1, "wall_time_s": wall,
@@ -345,7 +363,7 @@ def run(cfg: TrainConfig, log=None, trainer: Trainer | None = None, strict: bool
     cfg = cfg.with_name()
     cfg.validate()
     if cfg.distributed and not jax.distributed.is_initialized():
-        jax.distributed.initialize()
+        initialize_distributed()
     root = Path(cfg.out) / cfg.name
     say = (lambda *a: None) if cfg.quiet else (log or (lambda *a: print(*a, flush=True)))
     lock = run_records.claim(cfg) if jax.process_index() == 0 else None

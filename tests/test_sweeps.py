@@ -407,6 +407,46 @@ def test_sweep_sharded_over_four_devices_equals_unsharded(tmp_path):
                                        atol=1e-5, equal_nan=True)
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_processes_with_jax_distributed_equal_one_process(tmp_path):
+    """A sweep over two processes on localhost (jax.distributed, gloo collectives on CPU, two
+    devices each) writes, from process 0, the records a single process with four devices
+    writes: the multi-host path of the README, run for real."""
+    base = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+            "JAX_PLATFORMS": "cpu"}
+    script = SHARD_SCRIPT.replace("assert len(jax.devices()) == 4, jax.devices()", "").replace(
+        '"quiet": True,', '"quiet": True, "distributed": sys.argv[4] == "1",')
+    multi = {**base, "JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{_free_port()}",
+             "JAX_NUM_PROCESSES": "2"}
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path), "multi", "1", "1"],
+                              env={**multi, "JAX_PROCESS_ID": str(i)}, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT) for i in range(2)]
+    outs = [p.communicate(timeout=600)[0].decode(errors="replace") for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs[0][-2000:] + outs[1][-2000:]
+    single = {**base, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+    subprocess.run([sys.executable, "-c", SHARD_SCRIPT, str(tmp_path), "single", "1"],
+                   check=True, env=single)
+    for group in ("ppo_jax-cartpole", "trpo_jax-cartpole"):
+        a, b = tmp_path / "multi" / group, tmp_path / "single" / group
+        assert json.loads((a / "status.json").read_text())["status"] == "finished"
+        runs = sorted(p.name for p in (a / "runs").iterdir())
+        assert runs == sorted(p.name for p in (b / "runs").iterdir())
+        for r in runs:
+            ma = pd.read_csv(a / "runs" / r / "metrics.csv").drop(columns="wall_time_s")
+            mb = pd.read_csv(b / "runs" / r / "metrics.csv").drop(columns="wall_time_s")
+            assert list(ma.columns) == list(mb.columns) and len(ma) == len(mb)
+            np.testing.assert_allclose(ma.to_numpy(float), mb.to_numpy(float), rtol=1e-4,
+                                       atol=1e-5, equal_nan=True)
+
+
 # -- dashboards -------------------------------------------------------------------------------
 def _read_events(path: Path) -> list:
     from tensorboardX.proto import event_pb2
