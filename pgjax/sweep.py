@@ -151,8 +151,16 @@ class Sweep:
                 log(f"[{i}/{total}] {name}: error: {entry['error']}")
             entry["wall_time_s"] = round(time.time() - t, 1)
             status["groups"][name] = entry
-            atomic_write_json(self.root / "sweep.json", status)
+            if _writer():
+                atomic_write_json(self.root / "sweep.json", status)
         return status
+
+
+def _writer() -> bool:
+    """Whether this process writes the sweep's records (process 0 of a distributed run)."""
+    import jax
+
+    return jax.process_index() == 0
 
 
 def _check_targets(spec: dict, rules: set) -> None:
