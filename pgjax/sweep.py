@@ -118,6 +118,13 @@ class Sweep:
                 groups[cfg.name] = cfg
         from pgjax.train import check
 
+        if any(c.distributed for c in groups.values()):
+            import jax
+
+            from pgjax.runner import initialize_distributed
+
+            if not jax.distributed.is_initialized():  # before building any environment
+                initialize_distributed()
         check(groups.values())
         return cls(root=root, groups=groups)
 
