@@ -27,18 +27,46 @@ $PGJAX_COMPILE_CACHE), so a rerun of the same configuration starts in seconds;
 """
 
 
-def parse_train(argv: list[str]):
-    """``pgjax train`` arguments -> TrainConfig; with ``--preset`` the preset (for the
-    ``--env`` given) becomes the defaults, so every explicit flag overrides it."""
+def _tyro(argv: list[str], **kw):
+    """``tyro.cli(TrainConfig, ...)`` with its parse errors turned into one line: the
+    message of tyro's error box, as a ``ConfigError``. Help and other output pass through."""
+    import contextlib
+    import io
+
     import tyro
 
     from pgjax.config import TrainConfig
+    from pgjax.errors import ConfigError
 
-    cfg = tyro.cli(TrainConfig, args=argv, prog="pgjax train")
+    buf = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(buf), contextlib.redirect_stdout(buf):
+            return tyro.cli(TrainConfig, args=argv, prog="pgjax train", **kw)
+    except SystemExit as e:
+        if e.code in (0, None):
+            sys.stdout.write(buf.getvalue())
+            raise
+        lines = [line.strip() for line in buf.getvalue().splitlines()]
+        rules = [i for i, line in enumerate(lines) if line and set(line) <= set("-─")]
+        message = " ".join(x for x in lines[rules[0] + 1:rules[1]] if x) if len(rules) > 1 \
+            else " ".join(x for x in lines if x)
+        raise ConfigError(f"{message}; see pgjax train --help for the options and their "
+                          f"types") from None
+    finally:
+        if not sys.exc_info()[0]:
+            sys.stderr.write(buf.getvalue())
+
+
+def parse_train(argv: list[str]):
+    """``pgjax train`` arguments -> TrainConfig; with ``--preset`` the preset (for the
+    ``--env`` given) becomes the defaults, so every explicit flag overrides it."""
+    from pgjax.config import TrainConfig
+
+    cfg = _tyro(argv)
     if cfg.preset is None:
         return cfg
     base = TrainConfig(env=cfg.env).with_preset(cfg.preset)
-    return tyro.cli(TrainConfig, args=argv, prog="pgjax train", default=base)
+    return _tyro(argv, default=base)
 
 
 def train_main(argv: list[str]) -> int:

@@ -47,6 +47,14 @@ def load_plugins(plugins) -> None:
             sys.modules.pop(key, None)
             raise ConfigError(f"cannot import plugin '{plugin}' ({e}); pass an importable "
                               f"module name or the path of a .py file to --plugins") from None
+        except Exception as e:  # the plugin's own code failed: say where, in one line
+            sys.modules.pop(key, None)
+            import traceback
+
+            frame = traceback.extract_tb(e.__traceback__)[-1]
+            raise ConfigError(f"plugin '{plugin}' raised {type(e).__name__}: {e} (at "
+                              f"{frame.filename}:{frame.lineno}); fix the plugin, or pass "
+                              f"--plugins without it") from None
 
 
 def _parse_option(cls, item: str):

@@ -116,3 +116,46 @@ def test_a_second_process_on_the_same_run_is_refused_at_once(tmp_path, capsys, m
     err = capsys.readouterr().err.strip()
     assert "is in use by another pgjax process" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "r" / "config.json").exists()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--steps", "1e20"], "Error parsing --steps"),
+    (["--seed", "1e20"], "Error parsing --seed"),
+    (["--ppo.lr", "fast"], "Error parsing --ppo.lr"),
+    (["--no-such-option", "1"], "Unrecognized options: --no-such-option"),
+])
+def test_unparsable_arguments_are_one_line(args, message, capsys, monkeypatch):
+    monkeypatch.setattr(pgjax.runner, "VmappedRuns", None)  # nothing may compile
+    assert main(["train", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err and "pgjax train --help" in err, err
+
+
+def test_a_plugin_that_raises_on_import_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(pgjax.runner, "VmappedRuns", None)
+    plugin = tmp_path / "broken_plugin.py"
+    plugin.write_text("import math\nraise RuntimeError('boom')\n")
+    assert main(["train", "--plugins", str(plugin), "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "raised RuntimeError: boom" in err and f"{plugin}:2" in err
+
+
+def test_an_out_below_a_file_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(pgjax.runner, "VmappedRuns", None)
+    (tmp_path / "f").write_text("")
+    assert main(["train", "--out", str(tmp_path / "f" / "sub")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "pass a writable --out" in err, err
+
+
+def test_a_diverged_run_exits_3_and_bad_input_2(tmp_path, capsys):
+    """Exit codes: 3 when training ran and runs failed (here every run diverges at lr 1e3),
+    distinct from bad input's 2."""
+    code = main(["train", "--env", "gym:Pendulum-v1", "--num-envs", "4", "--rollout-len", "32",
+                 "--eval-every", "2", "--eval-envs", "1", "--episode-length", "50",
+                 "--steps", "256", "--ppo.minibatches", "4", "--ppo.epochs", "2",
+                 "--ppo.lr", "1e3", "--ppo.max-grad-norm", "1e9", "--quiet",
+                 "--out", str(tmp_path), "--name", "nan"])
+    assert code == 3
+    assert "non-finite" in capsys.readouterr().err

@@ -42,8 +42,8 @@ def test_fisher_vector_product_equals_dense_fisher(space):
         batch = random_batch(policy, params, jax.random.PRNGKey(2))
         flat0, unravel = ravel_pytree(params["actor"])
         _, mean_kl = policy_objectives(policy, batch, batch.advantage, unravel)
-        fisher = jax.hessian(mean_kl)(flat0)  # dense, by second-order autodiff of the KL
-        fvp = fisher_vector_product(mean_kl, flat0, 0.1)
+        fisher = jax.jit(jax.hessian(mean_kl))(flat0)  # dense, by second-order autodiff
+        fvp = jax.jit(fisher_vector_product(mean_kl, flat0, 0.1))
         for seed in range(3):
             v = jax.random.normal(jax.random.PRNGKey(10 + seed), flat0.shape, flat0.dtype)
             np.testing.assert_allclose(fvp(v), fisher @ v + 0.1 * v, rtol=1e-5, atol=1e-8)
@@ -53,7 +53,8 @@ def test_fisher_vector_product_equals_dense_fisher(space):
         assert eig.min() > -1e-8 and eig.max() > 1e-3
 
         # conjugate gradient against a dense solve, at the float32 precision TRPO runs in
-        g = jax.grad(policy_objectives(policy, batch, batch.advantage, unravel)[0])(flat0)
+        surrogate = policy_objectives(policy, batch, batch.advantage, unravel)[0]
+        g = jax.jit(jax.grad(surrogate))(flat0)
         a = np.asarray(fisher + 0.1 * jnp.eye(flat0.size))
         exact = np.linalg.solve(a, np.asarray(g))
     a32, g32 = jnp.asarray(a, jnp.float32), jnp.asarray(g, jnp.float32)
