@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -48,23 +49,59 @@ def find_run_dirs(paths) -> list[Path]:
     return out
 
 
+def _display_names(roots: list[Path]) -> dict:
+    """A unique short name per run directory: its path below the deepest folder that holds
+    them all (just the directory name when those are unique)."""
+    if len({r.name for r in roots}) == len(roots):
+        return {r: r.name for r in roots}
+    full = [r.resolve() for r in roots]
+    common = Path(os.path.commonpath([str(f.parent) for f in full]))
+    return {r: str(f.relative_to(common)) for r, f in zip(roots, full)}
+
+
+def _options(config: dict) -> dict:
+    """A run directory's options as flat ``name -> value``: a rule's config becomes
+    ``<rule>.<field>``, a plugin's ``algo_options`` entries ``<rule>.<name>``."""
+    out = {}
+    for k, v in config.items():
+        if k in _NOT_OPTIONS:
+            continue
+        if isinstance(v, dict):
+            out.update({f"{k}.{f}": x for f, x in v.items()})
+        elif k == "algo_options":
+            rule = config.get("algo", "rule")
+            for item in v or ():
+                name, _, value = str(item).partition("=")
+                out[f"{rule}.{name}"] = value
+        else:
+            out[k] = v
+    return out
+
+
 def load(paths) -> pd.DataFrame:
     """Every metrics row of every finished run with columns group, env, algo, run (unique
-    id), seed. Failed runs are left out of the rows and listed in ``.attrs["failed"]`` (env,
-    group_dir, run, seed, update, error), so every table can say how many it left out."""
-    frames, failed = [], []
-    for root in find_run_dirs(paths):
+    id), seed. Runs are identified by their directory's path, so same-named directories in
+    different folders stay apart; a group is an (algorithm, varied grid values) within one
+    directory, and directories whose groups would coincide are told apart by every option
+    in which they differ (labelled by the options' short names). Failed runs are left out
+    of the rows and listed in ``.attrs["failed"]`` (env, group_dir, run, seed, update,
+    error), so every table can say how many it left out."""
+    roots = find_run_dirs(paths)
+    names = _display_names(roots)
+    frames, failed, configs = [], [], {}
+    for root in roots:
         cfg = json.loads((root / "config.json").read_text())
-        c = cfg["config"]
+        c, name = cfg["config"], names[root]
+        configs[name] = _options(c)
         varied = [k for k, v in cfg["grid"].items() if len(v) > 1]
         for r in cfg["runs"]:
             d = root / "runs" / r["id"]
             label = ", ".join(f"{k.split('.')[-1]}={r['hparams'][k]:g}" for k in varied)
             failure = run_failure(d)
             if failure is not None:
-                failed.append({"env": c["env"], "group_dir": root.name,
+                failed.append({"env": c["env"], "group_dir": name,
                                "label": c["algo"] + (f" ({label})" if label else ""),
-                               "run": f"{root.name}/{r['id']}", "seed": r["seed"],
+                               "run": f"{name}/{r['id']}", "seed": r["seed"],
                                "update": failure.get("update"), "error": failure.get("error")})
                 continue
             if not (d / "metrics.csv").exists():
@@ -72,8 +109,8 @@ def load(paths) -> pd.DataFrame:
             df = pd.read_csv(d / "metrics.csv")
             df["algo"], df["env"] = c["algo"], c["env"]
             df["group"] = c["algo"] + (f" ({label})" if label else "")
-            df["group_dir"] = root.name
-            df["run"] = f"{root.name}/{r['id']}"
+            df["group_dir"] = name
+            df["run"] = f"{name}/{r['id']}"
             df["seed"] = r["seed"]
             frames.append(df)
     where = ", ".join(map(str, paths))
@@ -85,25 +122,24 @@ def load(paths) -> pd.DataFrame:
         raise ConfigError(f"no run directories with metrics under {where}; pass run "
                           f"directories or folders that contain them")
     df = pd.concat(frames, ignore_index=True)
-    # Groups that share algo and grid label but differ in other options (policy kind,
-    # observation filter, network sizes, ...): add the options that differ to their names.
-    configs = {root.name: json.loads((root / "config.json").read_text())["config"]
-               for root in find_run_dirs(paths)}
     for (env, group), sub in df.groupby(["env", "group"]):
         dirs = sorted(sub["group_dir"].unique())
         if len(dirs) < 2:
             continue
-        keys = sorted({k for d in dirs for k in configs[d]} - _NOT_OPTIONS)
+        keys = sorted({k for d in dirs for k in configs[d]})
         differ = [k for k in keys
                   if len({json.dumps(configs[d].get(k), sort_keys=True) for d in dirs}) > 1]
+        labels = {d: ", ".join(f"{k.split('.')[-1]}={_fmt_option(configs[d].get(k))}"
+                               for k in differ) for d in dirs}
+        if len(set(labels.values())) < len(dirs):  # identical options: the directories
+            labels = {d: labels[d] + (", " if labels[d] else "") + f"dir={d}" for d in dirs}
         for d in dirs:
-            extra = ", ".join(f"{k}={_fmt_option(configs[d].get(k))}" for k in differ)
             mask = (df["env"] == env) & (df["group"] == group) & (df["group_dir"] == d)
-            df.loc[mask, "group"] = f"{group} ({extra})" if "(" not in group else \
-                group[:-1] + f", {extra})"
-    names = df.groupby("group_dir")["group"].first().to_dict()
+            df.loc[mask, "group"] = f"{group} ({labels[d]})" if "(" not in group else \
+                group[:-1] + f", {labels[d]})"
+    group_of = df.groupby("group_dir")["group"].first().to_dict()
     for f in failed:  # the failed run's group, named as its directory's other runs are
-        f["group"] = names.get(f["group_dir"], f["label"])
+        f["group"] = group_of.get(f["group_dir"], f["label"])
     df.attrs["failed"] = failed
     return df
 
@@ -123,8 +159,9 @@ def _failed_counts(df: pd.DataFrame) -> dict:
     return out
 
 
-_NOT_OPTIONS = {"name", "out", "resume", "quiet", "seeds", "seed", "grid", "tensorboard",
-                "wandb", "wandb_project", "distributed", "shard", "checkpoint_every", "env"}
+_NOT_OPTIONS = {"name", "out", "resume", "overwrite", "quiet", "seeds", "seed", "grid",
+                "tensorboard", "wandb", "wandb_project", "distributed", "shard",
+                "checkpoint_every", "env"}
 
 
 def _fmt_option(v) -> str:
@@ -181,8 +218,15 @@ def final_scores(df: pd.DataFrame) -> dict:
             v = g[g["env"] == env]["eval_return"].to_numpy()
             cols.append((v - lo) / (hi - lo) if hi > lo else np.ones_like(v))
         if any(len(c) == 0 for c in cols):
+            missing = [e for e, c in zip(envs, cols) if len(c) == 0]
+            print(f"pgjax plot: warning: {group} has no runs on {', '.join(missing)}; it is "
+                  f"left out of the aggregate over environments", file=sys.stderr)
             continue
         n = min(len(c) for c in cols)
+        if any(len(c) > n for c in cols):
+            print(f"pgjax plot: warning: {group} has {', '.join(str(len(c)) for c in cols)} "
+                  f"runs on {', '.join(envs)}; the aggregate over environments uses the first "
+                  f"{n} of each", file=sys.stderr)
         out[group] = np.stack([c[:n] for c in cols], axis=1)
     return out
 
@@ -258,6 +302,40 @@ def plot_returns(df, out: Path, estimator: str, reps: int) -> list[Path]:
     return written
 
 
+def _check_metric(df, column: str) -> None:
+    if column not in df or not df[column].notna().any():
+        known = sorted(c for c in df.columns if c not in ("algo", "env", "group", "group_dir",
+                                                          "run", "seed"))
+        raise ConfigError(f"no run records '{column}'; pass --metric with a recorded column: "
+                          f"{', '.join(known)}")
+
+
+def plot_metric(df, out: Path, column: str) -> list[Path]:
+    """Any recorded column (``--metric beta``) against the update: per group the median
+    over runs with the min-max range, one figure per env: ``metric_<column>_<env>``."""
+    from matplotlib.figure import Figure  # no pyplot: leaves the caller's backend alone
+
+    _check_metric(df, column)
+    written = []
+    rows = df[df[column].notna()]
+    for env in sorted(rows["env"].unique()):
+        fig = Figure(figsize=(6, 4))
+        ax = fig.subplots()
+        for group, g in rows[rows["env"] == env].groupby("group"):
+            s = g.groupby("iteration")[column]
+            med = s.median()
+            ax.plot(med.index, med.to_numpy(), label=f"{group} (n={g['run'].nunique()})", lw=1)
+            ax.fill_between(med.index, s.min().to_numpy(), s.max().to_numpy(), alpha=0.15)
+        ax.set_xlabel("update")
+        ax.set_ylabel(f"{column} (median, min-max over runs)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.suptitle(f"{env}: {column}")
+        fig.tight_layout()
+        written += _save(fig, out, f"metric_{column}_{env.replace(':', '-')}")
+    return written
+
+
 def plot_trust_region(df, out: Path) -> list[Path]:
     from matplotlib.figure import Figure  # no pyplot: leaves the caller's backend alone
 
@@ -319,18 +397,24 @@ def plot_main(argv: list[str]) -> int:
     p.add_argument("--out", default=None, help="output folder (default: the first path)")
     p.add_argument("--estimator", choices=("iqm", "mean", "median"), default="iqm")
     p.add_argument("--reps", type=int, default=2000, help="bootstrap resamples")
+    p.add_argument("--metric", action="append", default=[], metavar="COLUMN",
+                   help="also plot this recorded column against the update (repeatable), "
+                        "e.g. --metric beta --metric entropy")
     a = p.parse_args(argv)
     try:
         if a.reps < 1:
             raise ConfigError(f"--reps must be >= 1, got {a.reps}; pass a positive number of "
                               f"bootstrap resamples (e.g. --reps 2000)")
         df = load(a.paths)
+        for m in a.metric:
+            _check_metric(df, m)
     except ConfigError as e:
         print(f"pgjax plot: error: {e}", file=sys.stderr)
         return 2
     out = Path(a.out or a.paths[0])
     out.mkdir(parents=True, exist_ok=True)
-    written = plot_returns(df, out, a.estimator, a.reps) + plot_trust_region(df, out)
+    written = [w for m in a.metric for w in plot_metric(df, out, m)]
+    written += plot_returns(df, out, a.estimator, a.reps) + plot_trust_region(df, out)
     agg, prob = aggregate_tables(df, a.reps)
     agg.to_csv(out / "aggregate.csv", index=False)
     prob.to_csv(out / "improvement.csv", index=False)

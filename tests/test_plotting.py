@@ -155,3 +155,39 @@ def test_plot_errors_are_one_line_with_exit_code_2(sweep, tmp_path, capsys):
     assert plot_main([str(root / "a_env1")]) == 2
     err = capsys.readouterr().err.strip()
     assert "every one of the 8 runs" in err and len(err.splitlines()) == 1
+
+
+def test_same_named_run_directories_in_two_folders_stay_apart(tmp_path):
+    fake_run_dir(tmp_path / "a" / "ppo_x", "ppo", "brax:x", [10.0, 20.0])
+    fake_run_dir(tmp_path / "b" / "ppo_x", "ppo", "brax:x", [30.0, 40.0])
+    df = load([tmp_path / "a", tmp_path / "b"])
+    assert df["run"].nunique() == 4  # not 2
+    assert sorted(df["group"].unique()) == ["ppo (dir=a/ppo_x)", "ppo (dir=b/ppo_x)"]
+
+
+def _with_config(root, **options):
+    cfg = json.loads((root / "config.json").read_text())
+    cfg["config"].update(options)
+    (root / "config.json").write_text(json.dumps(cfg))
+
+
+def test_groups_differing_only_in_a_rule_option_are_separate_and_named_by_it(tmp_path):
+    for name, lr in (("ppo_1", 3e-4), ("ppo_2", 1e-3)):
+        fake_run_dir(tmp_path / name, "ppo", "brax:x", [10.0, 20.0])
+        _with_config(tmp_path / name, ppo={"lr": lr, "epochs": 10})
+    fake_run_dir(tmp_path / "plug", "klpen", "brax:x", [5.0])
+    _with_config(tmp_path / "plug", algo_options=["d_targ=0.01", "epochs=4"])
+    fake_run_dir(tmp_path / "plug2", "klpen", "brax:x", [6.0])
+    _with_config(tmp_path / "plug2", algo_options=["d_targ=0.02", "epochs=4"])
+    groups = set(load([tmp_path])["group"])
+    assert groups == {"ppo (lr=0.0003)", "ppo (lr=0.001)", "klpen (d_targ=0.01)",
+                      "klpen (d_targ=0.02)"}
+
+
+def test_any_recorded_column_can_be_plotted(sweep, capsys):
+    root, _, _ = sweep
+    assert plot_main([str(root), "--reps", "20", "--metric", "kl_max"]) == 0
+    assert (root / "metric_kl_max_brax-x.png").exists()
+    assert plot_main([str(root), "--metric", "beta"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "no run records 'beta'" in err and "kl_max" in err and len(err.splitlines()) == 1
