@@ -95,3 +95,34 @@ def test_every_brax_backend_steps(backend):
     state, obs = env.reset(jax.random.PRNGKey(0))
     state, ts = jax.jit(env.step)(state, jnp.zeros((2, 1)))
     assert ts.obs.shape == (2, 4) and np.isfinite(np.asarray(ts.obs)).all()
+
+
+def test_brax_import_keeps_only_the_absent_warp_notice_out(capsys, monkeypatch):
+    """The two lines MuJoCo prints when its optional warp backend is absent are filtered from
+    the import's output (a bare import prints them); anything else it prints passes through."""
+    import builtins
+    import subprocess
+    import sys
+
+    from pgjax.envs import brax_env
+
+    bare = subprocess.run([sys.executable, "-c", "import brax.envs"], capture_output=True,
+                          text=True).stdout
+    ours = subprocess.run([sys.executable, "-c", "from pgjax.envs.brax_env import import_brax; "
+                           "import_brax()"], capture_output=True, text=True).stdout
+    assert "Failed to import warp" in bare  # what the filter is for
+    assert "Failed to import" not in ours, ours
+
+    monkeypatch.delitem(sys.modules, "brax.envs", raising=False)
+    real_import = builtins.__import__
+
+    def noisy(name, *a, **k):
+        if name == "brax.envs":
+            print("Failed to import warp: No module named 'warp'")
+            print("a real message from an import")
+        return real_import(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", noisy)
+    brax_env.import_brax()
+    out = capsys.readouterr().out
+    assert "a real message from an import" in out and "Failed to import warp" not in out

@@ -15,10 +15,35 @@ from pgjax.envs.functional import VectorEnv
 BACKENDS = ("generalized", "positional", "spring", "mjx")
 
 
-def brax_env_names() -> list[str]:
-    from brax import envs as brax_envs  # lazy: importing brax is slow
+# What MuJoCo prints on import when its optional GPU backend (warp) is not installed, as
+# pgjax's CPU and CUDA installs are: expected, so kept out of pgjax's output.
+_WARP_ABSENT = ("Failed to import warp: No module named 'warp'",
+                "Failed to import mujoco_warp: No module named 'warp'")
 
-    return sorted(brax_envs._envs.keys())
+
+def import_brax():
+    """``brax`` imported (lazily: it is slow) with only the two lines above filtered out of
+    what the import prints; any other output passes through unchanged."""
+    import contextlib
+    import io
+    import sys
+
+    if "brax.envs" not in sys.modules:
+        buf = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(buf):
+                import brax.envs  # noqa: F401
+                import brax.io.mjcf  # noqa: F401
+        finally:
+            sys.stdout.write("".join(line for line in buf.getvalue().splitlines(True)
+                                     if line.strip() not in _WARP_ABSENT))
+    import brax
+
+    return brax
+
+
+def brax_env_names() -> list[str]:
+    return sorted(import_brax().envs._envs.keys())
 
 
 def make_brax_env(name: str, num_envs: int, episode_length: int = 1000,
@@ -30,8 +55,7 @@ def make_brax_env(name: str, num_envs: int, episode_length: int = 1000,
     if backend not in BACKENDS:
         raise ConfigError(f"unknown Brax backend '{backend}'; pass --backend with one of: "
                           f"{', '.join(BACKENDS)}")
-    from brax import envs as brax_envs
-
+    brax_envs = import_brax().envs
     with warnings.catch_warnings():
         # Brax warns on every environment build that it is in maintenance mode; pgjax uses its
         # environments only, and says so in its docs.

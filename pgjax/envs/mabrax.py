@@ -92,11 +92,11 @@ def _split(name: str) -> Split:
 
 @functools.lru_cache(maxsize=None)
 def _brax_env(body: str):
-    from brax import envs as brax_envs  # lazy: importing brax is slow
+    from pgjax.envs.brax_env import import_brax
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Brax System, piplines")
-        return brax_envs.get_environment(body)
+        return import_brax().envs.get_environment(body)
 
 
 @functools.lru_cache(maxsize=None)

@@ -85,7 +85,9 @@ def _qpos_qvel(nq: int, nv: int, skip: int, extras: int) -> _Layout:
 
 
 def _brax_layout(name: str) -> _Layout:
-    from brax.io import mjcf  # lazy: importing brax is slow
+    from pgjax.envs.brax_env import import_brax
+
+    mjcf = import_brax().io.mjcf
     from etils import epath
 
     entry = _BRAX[name]
