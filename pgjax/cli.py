@@ -16,6 +16,7 @@ commands:
             (pgjax train --help lists every option)
   sweep     run a TOML grid of algorithms x environments x hyperparameters x seeds, resumable
   plot      IQM/mean curves with stratified-bootstrap CIs, aggregate tables, diagnostics
+  eval      evaluate the trained policies of a run directory again (fresh episodes, CIs)
   presets   list the named presets (pgjax train --preset NAME) with their sources and values
 
 exit codes: 0 done; 2 bad input, refused before anything ran; 3 some runs failed (diverged
@@ -105,6 +106,12 @@ def sweep_main(argv: list[str]) -> int:
     return main_(argv)
 
 
+def eval_main(argv: list[str]) -> int:
+    from pgjax.trained import eval_main as main_
+
+    return main_(argv)
+
+
 def plot_main(argv: list[str]) -> int:
     from pgjax.plotting import plot_main as main_
 
@@ -112,8 +119,8 @@ def plot_main(argv: list[str]) -> int:
 
 
 COMMANDS = {"train": train_main, "sweep": sweep_main, "plot": plot_main,
-            "presets": presets_main}
-COMPILING = ("train", "sweep")  # the commands that use the compilation cache
+            "presets": presets_main, "eval": eval_main}
+COMPILING = ("train", "sweep", "eval")  # the commands that use the compilation cache
 
 
 def main(argv: list[str] | None = None) -> int:

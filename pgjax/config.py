@@ -454,6 +454,19 @@ class TrainConfig:
                                                                         **values)})
         return cfg
 
+    @classmethod
+    def from_record(cls, recorded: dict) -> "TrainConfig":
+        """The config a run directory's ``config.json`` records (its ``"config"`` entry, as
+        ``to_dict`` wrote it): every field, the selected rule's options included."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        options = {}
+        for key, value in recorded.items():
+            if key in BUILTIN and isinstance(value, dict):
+                options.update({f"{key}.{k}": v for k, v in value.items()})
+            elif key in fields:
+                options[key] = value
+        return cls().with_options(options, "the recorded config", every_rule=True)
+
     def with_preset(self, name: Optional[str]) -> "TrainConfig":
         """This config with preset ``name`` applied for its environment (every option the
         preset sets is overwritten; ``preset`` records the name)."""

@@ -159,8 +159,8 @@ class VmappedRuns:
         return self._call("restart", state, keys)
 
 
-RESUME_IGNORED = ("resume", "overwrite", "quiet", "tensorboard", "wandb", "wandb_project", "distributed",
-                  "shard", "checkpoint_every")
+RESUME_IGNORED = ("resume", "overwrite", "quiet", "tensorboard", "wandb", "wandb_project",
+                  "distributed", "shard", "checkpoint_every")
 
 
 def _check_resumable(cfg: TrainConfig, root) -> None:

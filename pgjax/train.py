@@ -343,17 +343,20 @@ class Trainer:
         return jax.lax.scan(lambda s, _: self.iteration(s, hp), state, None,
                             length=self.cfg.iterations_per_chunk)
 
-    def evaluate(self, state: TrainState, key):
-        """Mean undiscounted return and length of one episode per eval env, acting with the
-        distribution's mode and frozen normalisation statistics; stops once every episode
-        has ended (or at the time limit)."""
+    def episodes(self, state: TrainState, key, stochastic: bool = False):
+        """One episode per eval env from a reset drawn with ``key``, acting with the
+        distribution's mode (or, ``stochastic``, sampling with keys split from ``key``) and
+        the state's frozen normalisation statistics; stops once every episode has ended (or
+        at the time limit). Returns the undiscounted returns and lengths, [eval envs] each."""
         env, policy, norm = self.eval_env, self.policy, self.normalizer(state)
         actor = state.params["actor"]
-        env_state, obs = env.reset(key)
+        k_reset, k_act = jax.random.split(key)
+        env_state, obs = env.reset(key if not stochastic else k_reset)
         n = env.spec.num_envs
 
         def step(c: EvalCarry):
-            h, action = policy.act(actor, c.carry, norm(c.obs), None, deterministic=True)
+            k = jax.random.fold_in(k_act, c.t) if stochastic else None
+            h, action = policy.act(actor, c.carry, norm(c.obs), k, deterministic=not stochastic)
             env_state, ts = env.step(c.env_state, action)
             return EvalCarry(env_state, ts.obs, policy.reset_carry(h, ts.done),
                              c.ret + jnp.where(c.alive, ts.reward, 0.0),
@@ -363,8 +366,14 @@ class Trainer:
                          jnp.zeros(n, jnp.int32), jnp.ones(n, bool), jnp.int32(0))
         out = jax.lax.while_loop(
             lambda c: (c.t < env.spec.max_episode_steps) & c.alive.any(), step, init)
-        return {"eval_return": out.ret.mean(), "eval_return_std": out.ret.std(),
-                "eval_length": out.length.mean()}
+        return out.ret, out.length
+
+    def evaluate(self, state: TrainState, key):
+        """The held-out evaluation recorded after every chunk: mean and std of the return and
+        the mean length of one deterministic episode per eval env (see ``episodes``)."""
+        ret, length = self.episodes(state, key)
+        return {"eval_return": ret.mean(), "eval_return_std": ret.std(),
+                "eval_length": length.mean()}
 
     def train(self, key, hp):
         """A whole run as one pure function: (key, hp) -> (final state, metrics [I])."""

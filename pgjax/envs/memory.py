@@ -72,6 +72,28 @@ class StatefulEnv(Wrapper):
         a = x[..., :self.a_size]
         return a[..., 0].astype(jnp.int32) if self.base_action.kind == "discrete" else a
 
+    # -- acting outside the environment (a trained policy on the task's observations) --
+    def start_memory(self, n: int) -> MemoryEnvState:
+        """The wrapper's memory at an episode start, without an environment: z = 0 and no
+        previous action."""
+        return MemoryEnvState(None, jnp.zeros((n, self.z_dim), jnp.float32),
+                              jnp.zeros((n, self.a_size), jnp.float32))
+
+    def observe_memory(self, memory: MemoryEnvState, obs):
+        """(memory, what the policy sees) for a task observation: [o, (a_prev,) z]."""
+        return memory, self._obs(obs, memory.prev_action, memory.memory)
+
+    def act_memory(self, memory: MemoryEnvState, x):
+        """(memory after the action, the task's action) for a policy output x = [a, z']."""
+        return memory.replace(memory=x[..., self.a_size:], prev_action=x[..., :self.a_size]), \
+            self._task_action(x)
+
+    def restart_memory(self, memory: MemoryEnvState, done):
+        return memory.replace(memory=_where_done(done, jnp.zeros_like(memory.memory),
+                                                 memory.memory),
+                              prev_action=_where_done(done, jnp.zeros_like(memory.prev_action),
+                                                      memory.prev_action))
+
     def reset(self, key):
         inner, obs = self.env.reset(key)
         n = obs.shape[0]
@@ -110,6 +132,23 @@ class WindowEnv(Wrapper):
     @staticmethod
     def _push(window, obs):
         return jnp.concatenate([window[:, 1:], obs[:, None]], 1)
+
+    # -- acting outside the environment (a trained policy on the task's observations) --
+    def start_memory(self, n: int) -> MemoryEnvState:
+        """An empty window (zeros), as at an episode start before its first observation."""
+        return MemoryEnvState(None, jnp.zeros((n, self.k, self.obs_size), jnp.float32))
+
+    def observe_memory(self, memory: MemoryEnvState, obs):
+        """(memory with ``obs`` pushed, the flat window the policy sees)."""
+        window = self._push(memory.memory, obs.reshape(obs.shape[0], -1))
+        return memory.replace(memory=window), self._flat(window)
+
+    def act_memory(self, memory: MemoryEnvState, x):
+        return memory, x
+
+    def restart_memory(self, memory: MemoryEnvState, done):
+        return memory.replace(memory=_where_done(done, jnp.zeros_like(memory.memory),
+                                                 memory.memory))
 
     def reset(self, key):
         inner, obs = self.env.reset(key)

@@ -1,0 +1,241 @@
+"""Trained policies from run directories: ``pgjax.load_policy`` and ``pgjax eval``.
+
+    pgjax eval runs/ppo_hopper --episodes 100            # every run, fresh episodes
+    pgjax eval runs/ppo_hopper --final-keys              # the run's own last evaluation again
+
+A run directory's ``config.json`` rebuilds the training config, and each run's
+``params.msgpack`` holds its parameters and observation statistics, so a trained policy can be
+evaluated again (``evaluate``: every finished run of the directory vmapped in one program, the
+same evaluation as the trainer's, on fresh reset keys) or used from Python (``load_policy``:
+``act`` and ``mode`` on the task's own observations, with the saved normalisation, and the
+memory of stateful, window and recurrent kinds carried from step to step).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from pgjax.config import TrainConfig
+from pgjax.errors import ConfigError
+from pgjax.plots import bootstrap_ci, run_failure
+from pgjax.records import load_params, read_json
+from pgjax.runner import VmappedRuns, run_keys, stack_hparams
+from pgjax.train import Trainer, build_env
+
+
+def _run_dir_root(path) -> tuple[Path, str | None]:
+    """(run directory, run id or None) for a run directory or one of its ``runs/<id>``."""
+    path = Path(path)
+    if (path / "params.msgpack").exists() and (path.parent.parent / "config.json").exists():
+        return path.parent.parent, path.name
+    if not (path / "config.json").exists():
+        raise ConfigError(f"{path} is not a run directory (no config.json); pass a directory "
+                          f"that `pgjax train` or `pgjax sweep` wrote")
+    return path, None
+
+
+def _finished_runs(root: Path, record: dict, only: str | None):
+    """[(run record, run dir)] of the runs with parameters, failed runs left out (named)."""
+    out = []
+    for r in record["runs"]:
+        d = root / "runs" / r["id"]
+        if only is not None and r["id"] != only:
+            continue
+        if run_failure(d) is not None:
+            print(f"pgjax eval: {r['id']} failed during training; not evaluated",
+                  file=sys.stderr)
+            continue
+        if not (d / "params.msgpack").exists():
+            continue
+        out.append((r, d))
+    if not out:
+        which = f"run '{only}'" if only else "runs"
+        raise ConfigError(f"no {which} with saved parameters in {root}; pass a run directory "
+                          f"whose runs trained for at least one chunk")
+    return out
+
+
+def _restore(target, saved: list[dict]):
+    """Saved per-run trees (from ``params.msgpack``) stacked into ``target``'s structure."""
+    from flax import serialization
+
+    trees = [serialization.from_state_dict(jax.tree.map(lambda x: x[0], target), s)
+             for s in saved]
+    return jax.tree.map(lambda *xs: jnp.stack([jnp.asarray(x) for x in xs]), *trees)
+
+
+def evaluate(path, episodes: int = 16, seed: int = 0, stochastic: bool = False,
+             final_keys: bool = False, run: str | None = None) -> pd.DataFrame:
+    """Every finished run of a run directory (or one run), ``episodes`` episodes each (one per
+    eval env, all runs vmapped): a table with group, run, seed, episodes, the mean return with
+    its 95% bootstrap CI over episodes, the std and the mean length. Keys come from ``seed``
+    (fresh episodes), or with ``final_keys`` from the run's own last evaluation (its eval env
+    count too), which reproduces the ``eval_return`` it recorded last."""
+    root, only = _run_dir_root(path)
+    record = read_json(root / "config.json", "the run's config.json")
+    cfg = TrainConfig.from_record(record["config"])
+    if final_keys:
+        episodes = cfg.eval_envs
+    if episodes < 1:
+        raise ConfigError(f"--episodes must be >= 1, got {episodes}; pass a positive number")
+    runs = _finished_runs(root, record, only or run)
+    cfg = dataclasses.replace(cfg, eval_envs=episodes, vectorization="sync")
+    pairs = [(r["seed"], r["hparams"]) for r, _ in runs]
+    trainer = Trainer(cfg, env=build_env(cfg, 1))
+    try:
+        fns = VmappedRuns(trainer)
+        train_keys, eval_keys = run_keys(pairs)
+        state = fns.init(train_keys, stack_hparams(pairs))
+        saved = [load_params(d / "params.msgpack") for _, d in runs]
+        state = state.replace(params=_restore(state.params, [s["params"] for s in saved]),
+                              obs_stats=_restore(state.obs_stats,
+                                                 [s["obs_stats"] for s in saved]))
+        if final_keys:
+            keys = jax.vmap(jax.random.fold_in, (0, None))(eval_keys, cfg.num_chunks)
+        else:
+            keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.PRNGKey(seed), s))(
+                jnp.asarray([r["seed"] for r, _ in runs]))
+            keys = jax.vmap(jax.random.fold_in, (0, None))(keys, 2**20)  # not a training key
+        fn = jax.jit(jax.vmap(lambda st, k: trainer.episodes(st, k, stochastic)))
+        returns, lengths = map(np.asarray, fn(state, keys))
+    finally:
+        trainer.close()
+    rows = []
+    varied = [k for k, v in record.get("grid", {}).items() if len(v) > 1]
+    for (r, _), ret, length in zip(runs, returns, lengths):
+        lo, hi = bootstrap_ci(ret)
+        label = ", ".join(f"{k.split('.')[-1]}={r['hparams'][k]:g}" for k in varied)
+        rows.append({"group": cfg.algo + (f" ({label})" if label else ""), "run": r["id"],
+                     "seed": r["seed"], "episodes": len(ret),
+                     "policy": "stochastic" if stochastic else "deterministic",
+                     "return_mean": float(ret.mean()), "ci95_lo": lo, "ci95_hi": hi,
+                     "return_std": float(ret.std()), "length_mean": float(length.mean())})
+    return pd.DataFrame(rows)
+
+
+def group_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Per group: the mean over runs of their mean returns, with a 95% bootstrap CI over
+    runs."""
+    rows = []
+    for group, g in table.groupby("group"):
+        lo, hi = bootstrap_ci(g["return_mean"].to_numpy())
+        rows.append({"group": group, "runs": len(g), "episodes_per_run": int(g["episodes"].max()),
+                     "return_mean": float(g["return_mean"].mean()), "ci95_lo": lo,
+                     "ci95_hi": hi})
+    return pd.DataFrame(rows)
+
+
+class ActingCarry(NamedTuple):
+    """What a trained policy carries between steps: its own carry (recurrent kinds) and the
+    memory the training environment wrapper kept (stateful: z and the previous action;
+    window: the last observations)."""
+
+    policy: Any
+    memory: Any
+
+
+class TrainedPolicy:
+    """One trained run's policy acting on the task's own observations (a batch [N, ...]).
+
+    ``act(obs, key, carry)`` samples and ``mode(obs, carry)`` takes the distribution's mode;
+    both return ``(action, carry)`` with the action as the task takes it. Pass the carry of
+    the previous step (None: a fresh episode for every row) and restart rows whose episode
+    ended with ``reset(carry, done)``. Observations are normalised with the saved statistics.
+    """
+
+    def __init__(self, path, run: str | None = None):
+        root, only = _run_dir_root(path)
+        record = read_json(root / "config.json", "the run's config.json")
+        self.cfg = cfg = TrainConfig.from_record(record["config"])
+        (r, d), = _finished_runs(root, record, only or run)[:1]
+        self.run, self.seed, self.root = r["id"], r["seed"], root
+        trainer = Trainer(dataclasses.replace(cfg, vectorization="sync"),
+                          env=build_env(cfg, 1), eval_env=False)
+        self.env, self.policy, self.normalizer = trainer.env, trainer.policy, trainer.normalizer
+        target = trainer.init_learner(jax.random.PRNGKey(0), {k: float(v) for k, v in
+                                                             r["hparams"].items()})
+        saved = load_params(d / "params.msgpack")
+        from flax import serialization
+
+        state = target.replace(
+            params=serialization.from_state_dict(target.params, saved["params"]),
+            obs_stats=serialization.from_state_dict(target.obs_stats, saved["obs_stats"]))
+        self.params, self.obs_stats = state.params, state.obs_stats
+        self._norm = trainer.normalizer(state)
+        self._act = jax.jit(self._step, static_argnums=3)
+        trainer.env.close()
+
+    def initial_carry(self, n: int) -> ActingCarry:
+        memory = self.env.start_memory(n) if hasattr(self.env, "start_memory") else None
+        return ActingCarry(self.policy.initial_carry(n), memory)
+
+    def reset(self, carry: ActingCarry, done) -> ActingCarry:
+        done = jnp.asarray(done, bool)
+        memory = carry.memory
+        if memory is not None:
+            memory = self.env.restart_memory(memory, done)
+        return ActingCarry(self.policy.reset_carry(carry.policy, done), memory)
+
+    def _step(self, carry: ActingCarry, obs, key, deterministic: bool):
+        memory = carry.memory
+        if memory is not None:
+            memory, obs = self.env.observe_memory(memory, obs)
+        h, x = self.policy.act(self.params["actor"], carry.policy, self._norm(obs), key,
+                               deterministic=deterministic)
+        if memory is not None:
+            memory, x = self.env.act_memory(memory, x)
+        return x, ActingCarry(h, memory)
+
+    def act(self, obs, key, carry: ActingCarry | None = None):
+        obs = jnp.asarray(obs)
+        carry = self.initial_carry(obs.shape[0]) if carry is None else carry
+        return self._act(carry, obs, key, False)
+
+    def mode(self, obs, carry: ActingCarry | None = None):
+        obs = jnp.asarray(obs)
+        carry = self.initial_carry(obs.shape[0]) if carry is None else carry
+        return self._act(carry, obs, None, True)
+
+
+def load_policy(path, run: str | None = None) -> TrainedPolicy:
+    """The trained policy of a run directory (its first finished run, or ``run``), or of one
+    ``runs/<id>`` directory: see ``TrainedPolicy``."""
+    return TrainedPolicy(path, run)
+
+
+def eval_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="pgjax eval", description=__doc__.split("\n\n")[0])
+    p.add_argument("path", help="a run directory (every finished run) or one of its runs/<id>")
+    p.add_argument("--episodes", type=int, default=16, help="episodes per run (default 16)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the evaluation episodes")
+    p.add_argument("--stochastic", action="store_true",
+                   help="sample actions instead of taking the distribution's mode")
+    p.add_argument("--final-keys", action="store_true",
+                   help="the run's own last evaluation keys and env count (reproduces its "
+                        "last recorded eval_return)")
+    p.add_argument("--run", default=None, help="evaluate this run id only")
+    p.add_argument("--out", default=None, help="CSV to write (default: <path>/eval.csv)")
+    a = p.parse_args(argv)
+    try:
+        table = evaluate(a.path, a.episodes, a.seed, a.stochastic, a.final_keys, a.run)
+    except ConfigError as e:
+        print(f"pgjax eval: error: {e}", file=sys.stderr)
+        return 2
+    out = Path(a.out) if a.out else _run_dir_root(a.path)[0] / "eval.csv"
+    table.to_csv(out, index=False)
+    with pd.option_context("display.width", 160, "display.max_columns", 12):
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+        print(group_table(table).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    print(f"wrote {out}")
+    return 0
+
+
+__all__ = ["ActingCarry", "TrainedPolicy", "evaluate", "group_table", "load_policy"]
