@@ -1,4 +1,10 @@
 """pgjax: trust-region policy-gradient methods in pure, compiled JAX."""
+import os as _os
+
+if "MUJOCO_GL" not in _os.environ and not _os.environ.get("DISPLAY"):
+    # headless MuJoCo rendering (pgjax render) unless the user chose a backend; read once,
+    # when MuJoCo is first imported
+    _os.environ["MUJOCO_GL"] = "egl"
 from pgjax.compile_cache import enable as enable_compile_cache
 from pgjax.config import TrainConfig
 from pgjax.errors import ConfigError

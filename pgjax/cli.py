@@ -17,6 +17,7 @@ commands:
   sweep     run a TOML grid of algorithms x environments x hyperparameters x seeds, resumable
   plot      IQM/mean curves with stratified-bootstrap CIs, aggregate tables, diagnostics
   eval      evaluate the trained policies of a run directory again (fresh episodes, CIs)
+  render    one episode of a trained policy as an mp4/gif video, or Brax's viewer (.html)
   presets   list the named presets (pgjax train --preset NAME) with their sources and values
 
 exit codes: 0 done; 2 bad input, refused before anything ran; 3 some runs failed (diverged
@@ -112,6 +113,12 @@ def eval_main(argv: list[str]) -> int:
     return main_(argv)
 
 
+def render_main(argv: list[str]) -> int:
+    from pgjax.render import render_main as main_
+
+    return main_(argv)
+
+
 def plot_main(argv: list[str]) -> int:
     from pgjax.plotting import plot_main as main_
 
@@ -119,8 +126,8 @@ def plot_main(argv: list[str]) -> int:
 
 
 COMMANDS = {"train": train_main, "sweep": sweep_main, "plot": plot_main,
-            "presets": presets_main, "eval": eval_main}
-COMPILING = ("train", "sweep", "eval")  # the commands that use the compilation cache
+            "presets": presets_main, "eval": eval_main, "render": render_main}
+COMPILING = ("train", "sweep", "eval", "render")  # the commands that use the compilation cache
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -78,4 +78,6 @@ def make_brax_env(name: str, num_envs: int, episode_length: int = 1000,
     spec = EnvSpec(name=f"brax:{name}", obs_shape=(obs_size,),
                    action=ActionSpace("box", env.action_size, -1.0, 1.0),
                    num_envs=num_envs, max_episode_steps=episode_length)
-    return VectorEnv(spec, reset1, step1)
+    vec = VectorEnv(spec, reset1, step1)
+    vec.brax_sys, vec.brax_dt = env.sys, float(env.dt)  # for drawing states (pgjax render)
+    return vec

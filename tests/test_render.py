@@ -1,0 +1,84 @@
+"""`pgjax render`: videos of one episode for Brax and Gymnasium MuJoCo tasks (offscreen MuJoCo
+through EGL, imageio's writers), and Brax's viewer as one self-contained page."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shutil
+import subprocess
+
+import imageio.v2 as imageio
+import pytest
+
+from pgjax import TrainConfig, run
+from pgjax.algos import PPOConfig
+from pgjax.cli import main
+
+TINY = TrainConfig(num_envs=8, rollout_len=16, eval_every=2, eval_envs=2, steps=8 * 16 * 2,
+                   quiet=True, checkpoint_every=0, ppo=PPOConfig(epochs=1, minibatches=4))
+
+
+@pytest.fixture(scope="module")
+def brax_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("render")
+    return run(dataclasses.replace(TINY, env="brax:inverted_pendulum", out=str(out),
+                                   name="ip")).root
+
+
+def test_brax_episode_video_mp4_and_gif(brax_run, tmp_path, capsys):
+    assert main(["render", str(brax_run), "--out", str(tmp_path / "ip.mp4"), "--width", "96",
+                 "--height", "64", "--max-steps", "40"]) == 0
+    said = capsys.readouterr().out
+    frames = int(re.search(r"(\d+) frames", said).group(1))
+    reader = imageio.get_reader(tmp_path / "ip.mp4")
+    video = [f for f in reader]
+    assert len(video) == frames > 1 and video[0].shape == (64, 96, 3)
+    assert reader.get_meta_data()["fps"] == 25  # the task's control rate, 0.04 s per step
+    assert max(f.std() for f in video) > 5  # drawn, not blank
+    assert main(["render", str(brax_run), "--out", str(tmp_path / "ip.gif"), "--width", "48",
+                 "--height", "32", "--max-steps", "5"]) == 0
+    assert len(imageio.mimread(tmp_path / "ip.gif")) >= 2
+
+
+def test_gymnasium_mujoco_episode_video(tmp_path):
+    root = run(dataclasses.replace(TINY, env="gym:InvertedPendulum-v5", out=str(tmp_path),
+                                   name="gip", num_envs=2, rollout_len=64, steps=2 * 64 * 2,
+                                   ppo=PPOConfig(epochs=1, minibatches=2))).root
+    assert main(["render", str(root), "--out", str(tmp_path / "gip.mp4"), "--width", "64",
+                 "--height", "48", "--max-steps", "30"]) == 0
+    video = imageio.mimread(tmp_path / "gip.mp4")
+    assert len(video) >= 2 and video[0].shape == (48, 64, 3) and video[0].std() > 5
+
+
+def test_brax_viewer_page_is_self_contained(brax_run, tmp_path):
+    out = tmp_path / "ip.html"
+    assert main(["render", str(brax_run), "--out", str(out), "--max-steps", "20"]) == 0
+    page = out.read_text()
+    assert not re.findall(r'(?:src|href)="https?://', page)  # nothing from a CDN
+    imports = json.loads(re.search(r'<script type="importmap">(.*?)</script>', page,
+                                   re.S).group(1))["imports"]
+    import base64
+
+    modules = {k: base64.b64decode(v.split(",", 1)[1]).decode() for k, v in imports.items()}
+    for name, source in modules.items():  # every specifier a module imports is in the map
+        for spec in re.findall(r"""\bfrom\s*['"]([^'"]+)['"]""", source):
+            assert spec in imports, (name, spec)
+    assert "pako" in page and "var system" in page
+    node = shutil.which("node")
+    if node:  # each inlined module parses as an ES module
+        for name, source in modules.items():
+            path = tmp_path / f"{abs(hash(name))}.mjs"
+            path.write_text(source)
+            check = subprocess.run([node, "--check", str(path)], capture_output=True, text=True)
+            assert check.returncode == 0, (name, check.stderr[-500:])
+
+
+def test_render_refuses_what_it_cannot_draw(brax_run, tmp_path, capsys):
+    assert main(["render", str(brax_run), "--out", str(tmp_path / "x.avi")]) == 2
+    assert "unknown output format '.avi'" in capsys.readouterr().err
+    root = run(dataclasses.replace(TINY, env="jax:cartpole", out=str(tmp_path), name="cp",
+                                   episode_length=50)).root
+    assert main(["render", str(root), "--out", str(tmp_path / "cp.mp4")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "has no renderer" in err and len(err.splitlines()) == 1
