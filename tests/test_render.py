@@ -82,3 +82,31 @@ def test_render_refuses_what_it_cannot_draw(brax_run, tmp_path, capsys):
     assert main(["render", str(root), "--out", str(tmp_path / "cp.mp4")]) == 2
     err = capsys.readouterr().err.strip()
     assert "has no renderer" in err and len(err.splitlines()) == 1
+
+
+def test_brax_viewer_page_loads_offline_in_a_headless_browser(brax_run, tmp_path):
+    """The page, opened from disk in headless Chromium with every network request refused,
+    runs without a script error and draws the scene (a screenshot that is not one colour)."""
+    import numpy as np
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert browser, "this test needs Chromium: apt-get install chromium (as .ci/run does)"
+    page = tmp_path / "ip.html"
+    assert main(["render", str(brax_run), "--out", str(page), "--max-steps", "20"]) == 0
+    shot = tmp_path / "shot.png"
+    proc = subprocess.run(
+        [browser, "--headless=new", "--no-sandbox", "--disable-gpu", "--use-angle=swiftshader",
+         "--enable-unsafe-swiftshader", "--proxy-server=127.0.0.1:9",
+         "--host-resolver-rules=MAP * ~NOTFOUND", "--enable-logging=stderr", "--v=1",
+         "--window-size=640,480", "--virtual-time-budget=5000", f"--screenshot={shot}",
+         page.as_uri()], capture_output=True, text=True, timeout=120)
+    # what the page logs (the browser's own background requests fail too, and are not the
+    # page's): script errors, modules that did not resolve, resources that did not load
+    console = [line for line in proc.stderr.splitlines() if ":CONSOLE" in line]
+    errors = [line for line in console if "Uncaught" in line or "Failed to" in line
+              or "net::ERR" in line or "Error" in line.split('"', 1)[-1][:40]]
+    assert not errors, errors[:5]
+    image = imageio.imread(shot)[..., :3].reshape(-1, 3)
+    background = np.median(image, axis=0)
+    drawn = (np.abs(image.astype(float) - background).sum(1) > 30).mean()
+    assert 0.005 < drawn < 0.9, drawn  # the body and the rail, on the viewer's background
