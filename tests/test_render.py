@@ -36,19 +36,33 @@ def test_brax_episode_video_mp4_and_gif(brax_run, tmp_path, capsys):
     assert len(video) == frames > 1 and video[0].shape == (64, 96, 3)
     assert reader.get_meta_data()["fps"] == 25  # the task's control rate, 0.04 s per step
     assert max(f.std() for f in video) > 5  # drawn, not blank
+    assert any(not (f == video[0]).all() for f in video[1:])  # it moves
     assert main(["render", str(brax_run), "--out", str(tmp_path / "ip.gif"), "--width", "48",
                  "--height", "32", "--max-steps", "5"]) == 0
     assert len(imageio.mimread(tmp_path / "ip.gif")) >= 2
 
 
-def test_gymnasium_mujoco_episode_video(tmp_path):
-    root = run(dataclasses.replace(TINY, env="gym:InvertedPendulum-v5", out=str(tmp_path),
-                                   name="gip", num_envs=2, rollout_len=64, steps=2 * 64 * 2,
-                                   ppo=PPOConfig(epochs=1, minibatches=2))).root
-    assert main(["render", str(root), "--out", str(tmp_path / "gip.mp4"), "--width", "64",
-                 "--height", "48", "--max-steps", "30"]) == 0
-    video = imageio.mimread(tmp_path / "gip.mp4")
-    assert len(video) >= 2 and video[0].shape == (48, 64, 3) and video[0].std() > 5
+def test_gymnasium_mujoco_episode_video_and_eval(tmp_path, capsys):
+    import numpy as np
+    import pandas as pd
+
+    from pgjax.trained import evaluate
+
+    records = run(dataclasses.replace(TINY, env="gym:HalfCheetah-v5", out=str(tmp_path),
+                                      name="ghc", num_envs=2, rollout_len=64, steps=2 * 64 * 2,
+                                      episode_length=100, ppo=PPOConfig(epochs=1,
+                                                                        minibatches=2)))
+    capsys.readouterr()
+    assert main(["render", str(records.root), "--out", str(tmp_path / "ghc.mp4"), "--width",
+                 "64", "--height", "48", "--max-steps", "30"]) == 0
+    frames = int(re.search(r"(\d+) frames", capsys.readouterr().out).group(1))
+    video = imageio.mimread(tmp_path / "ghc.mp4")
+    assert len(video) == frames == 31  # the first observation and 30 steps (no termination)
+    assert video[0].shape == (48, 64, 3) and video[0].std() > 5
+    assert any(not (f == video[0]).all() for f in video[1:])
+    last = pd.read_csv(records.run_dirs[0] / "metrics.csv")["eval_return"].dropna().iloc[-1]
+    np.testing.assert_allclose(evaluate(records.root, final_keys=True)["return_mean"], [last],
+                               rtol=1e-5)
 
 
 def test_brax_viewer_page_is_self_contained(brax_run, tmp_path):

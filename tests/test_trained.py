@@ -63,7 +63,7 @@ def test_load_policy_acts_as_the_trained_state_does(tmp_path):
     trainer.close()
 
 
-@pytest.mark.parametrize("kind", ["stateful", "window"])
+@pytest.mark.parametrize("kind", ["stateful", "window", "recurrent"])
 def test_memory_kinds_carry_their_memory_on_the_task_observations(kind, tmp_path):
     """A stateful (S2PG) or window policy stepped by hand on the raw task, carrying its memory
     with `load_policy`, scores what the trainer's evaluation on the wrapped task scores."""
