@@ -208,12 +208,12 @@ def _verified_checkpoints(cfg: TrainConfig, root: Path) -> list[int]:
     if not cfg.checkpoint_every:
         return []
     good, bad = verified_steps(root / "checkpoint")
-    for step, why in bad.items():
-        warn(f"checkpoint {step} of {root} is damaged ({why}); not used")
     if bad and not good:
         step, why = next(iter(bad.items()))
         raise ConfigError(f"every checkpoint of {root} is damaged (checkpoint {step}: {why}); "
                           f"pass --overwrite to start the run over")
+    for step, why in bad.items():
+        warn(f"checkpoint {step} of {root} is damaged ({why}); resuming from an older one")
     return good
 
 

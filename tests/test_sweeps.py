@@ -106,6 +106,20 @@ def test_resumed_run_matches_uninterrupted_run(algo, tmp_path, monkeypatch):
     assert_same_records(full.root, cut)  # metrics (all columns but wall time), params, summary
 
 
+def _cli_resume(cfg) -> int:
+    """``pgjax train ... --resume`` with the flags that give ``cfg`` (a SMALL-based config)."""
+    from pgjax.cli import main
+
+    return main(["train", "--env", cfg.env, "--num-envs", str(cfg.num_envs), "--rollout-len",
+                 str(cfg.rollout_len), "--eval-every", str(cfg.eval_every), "--eval-envs",
+                 str(cfg.eval_envs), "--episode-length", str(cfg.episode_length), "--steps",
+                 str(cfg.steps), "--seeds", str(cfg.seeds), "--checkpoint-every",
+                 str(cfg.checkpoint_every), "--ppo.epochs", str(cfg.ppo.epochs),
+                 "--ppo.minibatches", str(cfg.ppo.minibatches), "--ppo.ent-coef",
+                 str(cfg.ppo.ent_coef), "--quiet", "--out", cfg.out, "--name", cfg.name,
+                 "--resume"])
+
+
 def _cut_run(cfg, monkeypatch, chunks=3):
     """A run of ``cfg`` killed after ``chunks`` chunks (checkpoints kept: the last two)."""
     with monkeypatch.context() as m:
@@ -152,8 +166,11 @@ def test_resume_skips_a_damaged_checkpoint_and_refuses_when_all_are(how, tmp_pat
     for step in (2, 3):
         _damage(_largest_file(cut / "checkpoint" / str(step)), how)
     monkeypatch.setattr(pgjax.runner, "VmappedRuns", None)  # nothing may compile
-    with pytest.raises(ConfigError, match="every checkpoint of .* is damaged.*--overwrite"):
-        run(dataclasses.replace(cfg, name="cut2", resume=True))
+    capsys.readouterr()
+    assert _cli_resume(dataclasses.replace(cfg, name="cut2")) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert re.search("every checkpoint of .* is damaged.*--overwrite", err), err
     assert (cut / "checkpoint" / "2").is_dir() and not (cut / "status.json").exists()
 
 
@@ -175,7 +192,7 @@ DAMAGED_RECORDS = [
 
 @pytest.mark.parametrize("what,edit,message", DAMAGED_RECORDS, ids=[d[0] for d in DAMAGED_RECORDS])
 def test_resume_refuses_damaged_records_before_training(what, edit, message, tmp_path,
-                                                        monkeypatch):
+                                                        monkeypatch, capsys):
     import pgjax.runner
 
     cfg = dataclasses.replace(SMALL, out=str(tmp_path), name="r", checkpoint_every=1)
@@ -186,21 +203,24 @@ def test_resume_refuses_damaged_records_before_training(what, edit, message, tmp
     else:
         metrics.write_text(edit(metrics.read_text()))
     monkeypatch.setattr(pgjax.runner, "VmappedRuns", None)  # nothing may compile
-    with pytest.raises(ConfigError, match=re.escape(message)) as e:
-        run(dataclasses.replace(cfg, resume=True))
-    assert "metrics.csv" in str(e.value) and "--overwrite" in str(e.value)
-    assert len(str(e.value).splitlines()) == 1
+    assert _cli_resume(cfg) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err
+    assert "metrics.csv" in err and "--overwrite" in err
+    assert not (root / "status.json").exists()  # nothing marked finished
 
 
-def test_resume_refuses_a_torn_config_json(tmp_path, monkeypatch):
+def test_resume_refuses_a_torn_config_json(tmp_path, monkeypatch, capsys):
     import pgjax.runner
 
     cfg = dataclasses.replace(SMALL, out=str(tmp_path), name="r", checkpoint_every=1)
     root = _cut_run(cfg, monkeypatch, chunks=1)
     (root / "config.json").write_text((root / "config.json").read_text()[:50])
     monkeypatch.setattr(pgjax.runner, "VmappedRuns", None)
-    with pytest.raises(ConfigError, match="config.json is damaged"):
-        run(dataclasses.replace(cfg, resume=True))
+    assert _cli_resume(cfg) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "config.json is damaged" in err, err
+    assert not (root / "status.json").exists()
 
 
 def test_resume_refuses_a_different_config(tmp_path):
