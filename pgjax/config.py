@@ -26,13 +26,23 @@ from pgjax.nets import POLICIES
 TRAIN_TRACED = ("gamma", "gae_lambda")
 
 
+def _imported_from(path: Path) -> bool:
+    """Whether a module already imported (``import my_plugin``) was loaded from ``path``."""
+    target = path.resolve()
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if file and file.endswith(".py") and Path(file).resolve() == target:
+            return True
+    return False
+
+
 def load_plugins(plugins) -> None:
     """Import each plugin (a dotted module name or a path to a .py file) once; plugins
     register update rules with ``pgjax.algos.register``."""
     for plugin in plugins:
         key = f"pgjax_plugin:{Path(plugin).resolve()}" if plugin.endswith(".py") else plugin
-        if key in sys.modules:
-            continue
+        if key in sys.modules or (plugin.endswith(".py") and _imported_from(Path(plugin))):
+            continue  # one module per plugin, however it was imported first
         try:
             if plugin.endswith(".py"):
                 spec = importlib.util.spec_from_file_location(Path(plugin).stem, plugin)

@@ -99,3 +99,19 @@ def test_bad_plugin_option(plugin):
     cfg = dataclasses.replace(cfg, algo_options=("gamma2=1",))
     with pytest.raises(ConfigError, match="bad --algo-options entry 'gamma2=1'"):
         cfg.validate()
+
+
+def test_a_plugin_imported_first_is_the_same_module_when_passed_again(tmp_path, monkeypatch):
+    """`import my_rule` in a notebook and then plugins=("my_rule.py",): the file runs once, so
+    the rule's config class is the one the user holds (custom= accepts its instances)."""
+    import importlib
+
+    path = tmp_path / "ratio_penalty_imported.py"
+    path.write_text(PLUGIN + "\nRUNS = globals().get('RUNS', 0) + 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("ratio_penalty_imported")
+    custom = module.RatioPenaltyConfig(minibatches=4, epochs=2, beta=1.0)
+    cfg = _small(algo="ratio_penalty", plugins=(str(path),), custom=custom)
+    assert cfg.algo_config == custom and cfg.algo_config.beta == 1.0
+    cfg.validate()
+    assert module.RUNS == 1
