@@ -62,13 +62,22 @@ def _tyro(argv: list[str], **kw):
 def parse_train(argv: list[str]):
     """``pgjax train`` arguments -> TrainConfig; with ``--preset`` the preset (for the
     ``--env`` given) becomes the defaults, so every explicit flag overrides it."""
+    from pgjax.algos import BUILTIN
     from pgjax.config import TrainConfig
+    from pgjax.errors import ConfigError
 
     cfg = _tyro(argv)
-    if cfg.preset is None:
-        return cfg
-    base = TrainConfig(env=cfg.env).with_preset(cfg.preset)
-    return _tyro(argv, default=base)
+    if cfg.preset is not None:
+        cfg = _tyro(argv, default=TrainConfig(env=cfg.env).with_preset(cfg.preset))
+    for arg in argv:  # another rule's option would be silently unused: refuse it
+        head, dot, _ = arg.lstrip("-").partition(".")
+        if arg.startswith("--") and dot and head in BUILTIN and head != cfg.rule:
+            where = (f"pass {cfg.rule}'s options as --{cfg.rule}.<name>" if cfg.rule in BUILTIN
+                     else f"pass the plugin's options with --algo-options name=value")
+            raise ConfigError(f"{arg.split('=')[0]} is an option of {head}, but --algo "
+                              f"{cfg.algo} trains with {cfg.rule}; {where}, or use --algo "
+                              f"{head}")
+    return cfg
 
 
 def train_main(argv: list[str]) -> int:

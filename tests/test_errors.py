@@ -159,3 +159,11 @@ def test_a_diverged_run_exits_3_and_bad_input_2(tmp_path, capsys):
                  "--out", str(tmp_path), "--name", "nan"])
     assert code == 3
     assert "non-finite" in capsys.readouterr().err
+
+
+def test_another_rules_option_is_refused_not_ignored(capsys, monkeypatch):
+    monkeypatch.setattr(pgjax.runner, "VmappedRuns", None)
+    assert main(["train", "--algo", "trpo", "--ppo.lr", "1e-3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--ppo.lr is an option of ppo" in err, err
+    assert "--trpo.<name>" in err and "--algo ppo" in err
