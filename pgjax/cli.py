@@ -59,6 +59,60 @@ def _tyro(argv: list[str], **kw):
             sys.stderr.write(buf.getvalue())
 
 
+def _plugin_flags(argv: list[str]) -> list[str]:
+    """(``argv`` with a plugin rule's ``--<rule>.<option> VALUE`` flags turned into
+    ``--algo-options option=VALUE`` entries, the plugin rules): the plugins named by
+    ``--plugins`` are imported first, so a plugin's options are given like a built-in
+    rule's."""
+    import argparse
+
+    from pgjax.algos import ALGORITHMS, BUILTIN
+    from pgjax.config import load_plugins
+
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--plugins", nargs="*", default=[])
+    pre.add_argument("--algo-options", nargs="*", default=[])
+    known, _ = pre.parse_known_args(argv)
+    if not known.plugins:
+        return argv, []
+    load_plugins(known.plugins)
+    plugins = [r for r in ALGORITHMS if r not in BUILTIN]
+    rest, options, i = [], list(known.algo_options), 0
+    while i < len(argv):
+        arg = argv[i]
+        head, dot, tail = arg[2:].partition(".") if arg.startswith("--") else ("", "", "")
+        if dot and head in plugins:
+            name, eq, value = tail.partition("=")
+            if not eq:
+                i += 1
+                value = argv[i] if i < len(argv) else ""
+            options.append(f"{name.replace('-', '_')}={value}")
+        elif arg == "--algo-options":
+            while i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                i += 1
+        else:
+            rest.append(arg)
+        i += 1
+    return rest + (["--algo-options", *options] if options else []), plugins
+
+
+def _print_plugin_options(rules) -> None:
+    import dataclasses
+
+    from pgjax.algos import ALGORITHMS
+
+    for rule in rules:
+        cls = ALGORITHMS[rule][0]
+        print(f"plugin rule {rule} (--algo {rule}); its options, traced ones (vmappable with "
+              f"--grid {rule}.<name>=a,b) marked *:")
+        for f in dataclasses.fields(cls):
+            mark = "*" if f.name in getattr(cls, "TRACED", ()) else " "
+            print(f"  {mark} --{rule}.{f.name.replace('_', '-')} "
+                  f"{type(getattr(cls(), f.name)).__name__.upper()} (default: "
+                  f"{getattr(cls(), f.name)})")
+        print()
+
+
 def parse_train(argv: list[str]):
     """``pgjax train`` arguments -> TrainConfig; with ``--preset`` the preset (for the
     ``--env`` given) becomes the defaults, so every explicit flag overrides it."""
@@ -66,7 +120,13 @@ def parse_train(argv: list[str]):
     from pgjax.config import TrainConfig
     from pgjax.errors import ConfigError
 
-    cfg = _tyro(argv)
+    argv, plugins = _plugin_flags(argv)
+    try:
+        cfg = _tyro(argv)
+    except SystemExit as e:
+        if e.code in (0, None) and plugins:  # after --help: the plugins' own options
+            _print_plugin_options(plugins)
+        raise
     if cfg.preset is not None:
         cfg = _tyro(argv, default=TrainConfig(env=cfg.env).with_preset(cfg.preset))
     for arg in argv:  # another rule's option would be silently unused: refuse it

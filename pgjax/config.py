@@ -296,6 +296,11 @@ class TrainConfig:
         base, grid = self.base_hparams(), {}
         for item in self.grid:
             key, sep, values = item.partition("=")
+            if sep and key not in base and self._is_static(key):
+                raise ConfigError(f"--grid {key} is a static option (it changes the compiled "
+                                  f"program, so it cannot be vmapped); sweep it in a sweep "
+                                  f"file's [static] table, or set one value with "
+                                  f"--{key.replace('_', '-')}")
             if not sep or key not in base:
                 raise ConfigError(f"bad --grid entry '{item}'; write name=v1,v2 with name one of "
                                   f"{', '.join(base)}")
@@ -313,6 +318,14 @@ class TrainConfig:
                 raise ConfigError(f"--grid {key} lists {repeated[0]:g} twice, so two runs would "
                                   f"share one directory; list each value once")
         return grid
+
+    def _is_static(self, key: str) -> bool:
+        """Whether ``key`` (``name`` or ``<rule>.<name>``) is an option that is not traced."""
+        head, dot, tail = key.partition(".")
+        if not dot:
+            return head in {f.name for f in dataclasses.fields(TrainConfig)}
+        return head == self.rule and tail in {f.name for f in
+                                              dataclasses.fields(self.algo_config)}
 
     def runs(self) -> list[tuple[int, dict[str, float]]]:
         """Every (seed, traced hyperparameters) pair, grid-major then seed."""

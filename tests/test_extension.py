@@ -115,3 +115,25 @@ def test_a_plugin_imported_first_is_the_same_module_when_passed_again(tmp_path, 
     assert cfg.algo_config == custom and cfg.algo_config.beta == 1.0
     cfg.validate()
     assert module.RUNS == 1
+
+
+def test_plugin_options_are_flags_like_a_builtin_rules(plugin, tmp_path, capsys, monkeypatch):
+    """--<rule>.<option> for a plugin rule (both spellings), --grid over its traced option,
+    its options in --help, and a static option in --grid refused with the reason."""
+    assert main(["train", "--plugins", plugin, "--algo", "ratio_penalty", "--env",
+                 "jax:cartpole", "--steps", "1024", "--num-envs", "8", "--rollout-len", "16",
+                 "--eval-every", "2", "--eval-envs", "2", "--ratio_penalty.minibatches", "4",
+                 "--ratio_penalty.epochs=2", "--grid", "ratio_penalty.beta=0.5,8", "--quiet",
+                 "--out", str(tmp_path), "--name", "flags"]) == 0
+    recorded = json.loads((tmp_path / "flags" / "config.json").read_text())
+    assert recorded["config"]["algo_options"] == ["minibatches=4", "epochs=2"]
+    assert recorded["grid"] == {"ratio_penalty.beta": [0.5, 8.0]}
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        main(["train", "--plugins", plugin, "--algo", "ratio_penalty", "--help"])
+    assert e.value.code in (0, None)
+    out = capsys.readouterr().out
+    assert "plugin rule ratio_penalty" in out and "* --ratio_penalty.beta FLOAT" in out
+    assert main(["train", "--plugins", plugin, "--algo", "ratio_penalty", "--grid",
+                 "ratio_penalty.epochs=2,4"]) == 2
+    assert "is a static option" in capsys.readouterr().err
