@@ -42,6 +42,7 @@ def test_brax_episode_video_mp4_and_gif(brax_run, tmp_path, capsys):
     assert len(imageio.mimread(tmp_path / "ip.gif")) >= 2
 
 
+@pytest.mark.slow
 def test_gymnasium_mujoco_episode_video_and_eval(tmp_path, capsys):
     import numpy as np
     import pandas as pd
@@ -98,6 +99,7 @@ def test_render_refuses_what_it_cannot_draw(brax_run, tmp_path, capsys):
     assert "has no renderer" in err and len(err.splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_brax_viewer_page_loads_offline_in_a_headless_browser(brax_run, tmp_path):
     """The page, opened from disk in headless Chromium with every network request refused,
     runs without a script error and draws the scene (a screenshot that is not one colour)."""

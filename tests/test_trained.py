@@ -45,24 +45,25 @@ def test_eval_with_the_final_keys_reproduces_the_last_recorded_evaluation(tmp_pa
 def test_load_policy_acts_as_the_trained_state_does(tmp_path):
     """Actions of the reloaded policy on random observations equal those of the final state
     of the same run computed by the whole-run function (the trainer's own mode actions)."""
-    cfg = dataclasses.replace(SMALL, env="brax:inverted_pendulum", out=str(tmp_path), name="p",
-                              steps=8 * 16 * 2, num_envs=8, rollout_len=16, eval_envs=2)
+    cfg = dataclasses.replace(SMALL, out=str(tmp_path), name="p", steps=8 * 16 * 2)
     records = run(cfg)
     trainer = Trainer(cfg)
     (seed, hp), = cfg.runs()
     train_key, _ = run_keys([(seed, hp)])
     state, _ = jax.jit(trainer.train)(train_key[0], {k: jnp.float32(v) for k, v in hp.items()})
-    obs = jax.random.normal(jax.random.PRNGKey(7), (32,) + trainer.env.spec.obs_shape) * 2
+    obs = jax.random.normal(jax.random.PRNGKey(7), (256,) + trainer.env.spec.obs_shape) * 2
     _, want = trainer.policy.act(state.params["actor"], None, trainer.normalizer(state)(obs),
                                  None, deterministic=True)
     policy = load_policy(records.root)
     got, _ = policy.mode(obs)
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(got, want)
+    assert len(np.unique(np.asarray(want))) == 2  # both actions occur: a real comparison
     sampled, _ = policy.act(obs, jax.random.PRNGKey(0))
-    assert sampled.shape == want.shape and not np.allclose(sampled, want)
+    assert sampled.shape == want.shape and (np.asarray(sampled) != np.asarray(want)).any()
     trainer.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["stateful", "window", "recurrent"])
 def test_memory_kinds_carry_their_memory_on_the_task_observations(kind, tmp_path):
     """A stateful (S2PG) or window policy stepped by hand on the raw task, carrying its memory
@@ -89,6 +90,7 @@ def test_memory_kinds_carry_their_memory_on_the_task_observations(kind, tmp_path
     np.testing.assert_allclose(total.mean(), want, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_multiagent_run_evaluates(tmp_path, capsys):
     cfg = dataclasses.replace(SMALL, env="matrix:climbing", algo="happo", num_envs=8,
                               episode_length=None,
