@@ -18,6 +18,15 @@ def run_failure(run_dir) -> dict | None:
     return status if status.get("status") == "failed" else None
 
 
+def run_group(record: dict, run: dict) -> str:
+    """A run's group within its run directory (``record``: the directory's config.json): the
+    algorithm, with the grid values that vary across the directory's runs, e.g.
+    ``ppo (lr=0.001)``."""
+    varied = [k for k, v in record.get("grid", {}).items() if len(v) > 1]
+    label = ", ".join(f"{k.split('.')[-1]}={run['hparams'][k]:g}" for k in varied)
+    return record["config"]["algo"] + (f" ({label})" if label else "")
+
+
 def load_run_dir(root) -> pd.DataFrame:
     """All eval rows of a run directory's finished (not failed) runs as one table with a
     ``group`` column (the run's varied hyperparameters, or the algorithm when nothing varies)
@@ -25,12 +34,10 @@ def load_run_dir(root) -> pd.DataFrame:
     update, error) and ``.attrs["runs"]`` counts every run per group."""
     root = Path(root)
     cfg = json.loads((root / "config.json").read_text())
-    varied = [k for k, v in cfg["grid"].items() if len(v) > 1]
     frames, failed, counts = [], [], {}
     for r in cfg["runs"]:
         d = root / "runs" / r["id"]
-        label = ", ".join(f"{k.split('.')[-1]}={r['hparams'][k]:g}" for k in varied)
-        group = f"{cfg['config']['algo']}" + (f" ({label})" if label else "")
+        group = run_group(cfg, r)
         counts[group] = counts.get(group, 0) + 1
         failure = run_failure(d)
         if failure is not None:

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from pgjax.errors import ConfigError
-from pgjax.plots import run_failure
+from pgjax.plots import run_failure, run_group
 
 
 def find_run_dirs(paths) -> list[Path]:
@@ -93,14 +93,13 @@ def load(paths) -> pd.DataFrame:
         cfg = json.loads((root / "config.json").read_text())
         c, name = cfg["config"], names[root]
         configs[name] = _options(c)
-        varied = [k for k, v in cfg["grid"].items() if len(v) > 1]
         for r in cfg["runs"]:
             d = root / "runs" / r["id"]
-            label = ", ".join(f"{k.split('.')[-1]}={r['hparams'][k]:g}" for k in varied)
+            group = run_group(cfg, r)
             failure = run_failure(d)
             if failure is not None:
                 failed.append({"env": c["env"], "group_dir": name,
-                               "label": c["algo"] + (f" ({label})" if label else ""),
+                               "label": group,
                                "run": f"{name}/{r['id']}", "seed": r["seed"],
                                "update": failure.get("update"), "error": failure.get("error")})
                 continue
@@ -108,7 +107,7 @@ def load(paths) -> pd.DataFrame:
                 continue
             df = pd.read_csv(d / "metrics.csv")
             df["algo"], df["env"] = c["algo"], c["env"]
-            df["group"] = c["algo"] + (f" ({label})" if label else "")
+            df["group"] = group
             df["group_dir"] = name
             df["run"] = f"{name}/{r['id']}"
             df["seed"] = r["seed"]
@@ -243,11 +242,11 @@ def aggregate_tables(df: pd.DataFrame, reps: int, seed: int = 0):
         scores, lambda s: np.array([f(s) for f in fns.values()]), reps=reps)
     ev = df[df["eval_return"].notna()]
     last = ev.loc[ev.groupby("run")["iteration"].idxmax()]
-    rows = []
+    rows, failed = [], _failed_counts(df)
     for group in scores:
         row = {"group": group, "runs_per_env": scores[group].shape[0],
                "envs": scores[group].shape[1],
-               "failed_runs": sum(n for (_, g), n in _failed_counts(df).items() if g == group)}
+               "failed_runs": sum(n for (_, g), n in failed.items() if g == group)}
         for j, name in enumerate(fns):
             row[f"{name}_normalised"] = point[group][j]
             row[f"{name}_ci95_lo"], row[f"{name}_ci95_hi"] = ci[group][0, j], ci[group][1, j]
@@ -370,11 +369,11 @@ def trust_region_table(df: pd.DataFrame) -> pd.DataFrame:
     largest over every update of every run), and how fast the runs got near the best
     return any run reached on that env (first eval >= 95% of it: the fraction of runs that
     got there and the median env steps of those that did)."""
-    rows = []
+    rows, failed = [], _failed_counts(df)
     ev = df[df["eval_return"].notna()]
     for (group, env), g in df.groupby(["group", "env"]):
         row = {"group": group, "env": env, "runs": g["run"].nunique(),
-               "failed_runs": _failed_counts(df).get((env, group), 0)}
+               "failed_runs": failed.get((env, group), 0)}
         upd = g[g["iteration"] > 0]
         for col in ("ratio_dev_max", "kl_max"):
             if col in upd and upd[col].notna().any():

@@ -233,7 +233,7 @@ class Session(NamedTuple):
     t0: float
 
 
-_eval_keys_at = jax.jit(jax.vmap(jax.random.fold_in, (0, None)))  # (run keys, chunk index)
+eval_keys_at = jax.jit(jax.vmap(jax.random.fold_in, (0, None)))  # (run keys, chunk index)
 
 
 def _start(cfg: TrainConfig, trainer: Trainer, say, resuming: bool, steps=()):
@@ -275,7 +275,7 @@ def _start(cfg: TrainConfig, trainer: Trainer, say, resuming: bool, steps=()):
                                   f"start the run over")
     if not start:
         records = RunRecords.create(cfg, runs) if writer else None
-        ev = place.get(fns.evaluate(state, _eval_keys_at(eval_keys, 0)))
+        ev = place.get(fns.evaluate(state, eval_keys_at(eval_keys, 0)))
         if writer:
             records.write_eval(0, 0, time.time() - t0, ev)
     if writer:
@@ -311,7 +311,7 @@ def _train_chunks(s: Session, state, start: int, failed: dict) -> dict:
             break
         tc = time.time()
         state, metrics = s.fns.chunk(state, s.hps)
-        ev = s.fns.evaluate(state, _eval_keys_at(s.eval_keys, c + 1))
+        ev = s.fns.evaluate(state, eval_keys_at(s.eval_keys, c + 1))
         metrics, ev = s.place.get((metrics, ev))
         wall = time.time() - s.t0
         first_iter = c * cfg.iterations_per_chunk

@@ -25,9 +25,9 @@ import pandas as pd
 
 from pgjax.config import TrainConfig
 from pgjax.errors import ConfigError
-from pgjax.plots import bootstrap_ci, run_failure
+from pgjax.plots import bootstrap_ci, run_failure, run_group
 from pgjax.records import load_params, read_json
-from pgjax.runner import VmappedRuns, run_keys, stack_hparams
+from pgjax.runner import VmappedRuns, eval_keys_at, run_keys, stack_hparams
 from pgjax.train import Trainer, build_env
 
 
@@ -98,22 +98,20 @@ def evaluate(path, episodes: int = 16, seed: int = 0, stochastic: bool = False,
         state = state.replace(params=_restore(state.params, [s["params"] for s in saved]),
                               obs_stats=_restore(state.obs_stats,
                                                  [s["obs_stats"] for s in saved]))
-        if final_keys:
-            keys = jax.vmap(jax.random.fold_in, (0, None))(eval_keys, cfg.num_chunks)
-        else:
+        if final_keys:  # the keys of the run's last evaluation, after chunk num_chunks
+            keys = eval_keys_at(eval_keys, cfg.num_chunks)
+        else:  # per run from --seed and the run's seed; 2**20 is no chunk index
             keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.PRNGKey(seed), s))(
                 jnp.asarray([r["seed"] for r, _ in runs]))
-            keys = jax.vmap(jax.random.fold_in, (0, None))(keys, 2**20)  # not a training key
+            keys = eval_keys_at(keys, 2**20)
         fn = jax.jit(jax.vmap(lambda st, k: trainer.episodes(st, k, stochastic)))
         returns, lengths = map(np.asarray, fn(state, keys))
     finally:
         trainer.close()
     rows = []
-    varied = [k for k, v in record.get("grid", {}).items() if len(v) > 1]
     for (r, _), ret, length in zip(runs, returns, lengths):
         lo, hi = bootstrap_ci(ret)
-        label = ", ".join(f"{k.split('.')[-1]}={r['hparams'][k]:g}" for k in varied)
-        rows.append({"group": cfg.algo + (f" ({label})" if label else ""), "run": r["id"],
+        rows.append({"group": run_group(record, r), "run": r["id"],
                      "seed": r["seed"], "episodes": len(ret),
                      "policy": "stochastic" if stochastic else "deterministic",
                      "return_mean": float(ret.mean()), "ci95_lo": lo, "ci95_hi": hi,
