@@ -17,7 +17,8 @@ from typing import Annotated, Optional
 
 import tyro
 
-from pgjax.algos import ALGORITHMS, BUILTIN, FixPOConfig, PPOConfig, SPOConfig, TRPOConfig
+from pgjax.algos import (ALGORITHMS, BUILTIN, FixPOConfig, PPOConfig, PPOKLConfig, SPOConfig,
+                         TRPOConfig)
 from pgjax.algos.multiagent import ALIASES, ORDERS, SCHEMES
 from pgjax.envs.pomdp import OBSERVE, observation_split
 from pgjax.errors import ConfigError
@@ -95,7 +96,8 @@ class TrainConfig:
     applied before every other option, so explicit flags override it; recorded in
     config.json with every resolved value."""
     algo: str = "ppo"
-    """Update rule: ppo, trpo, spo (Simple Policy Optimization, ICML 2025) or fixpo; for
+    """Update rule: ppo, trpo, spo (Simple Policy Optimization, ICML 2025), fixpo or ppo_kl
+    (PPO with the adaptive KL penalty); for
     multi-agent training also happo, hatrpo, haspo, hafixpo (sequential updates), mappo
     (simultaneous) and ippo (independent critics)."""
     env: str = "brax:inverted_pendulum"
@@ -235,6 +237,8 @@ class TrainConfig:
     """SPO settings (clip_eps is SPO's epsilon)."""
     fixpo: FixPOConfig = FixPOConfig()
     """FixPO settings."""
+    ppo_kl: PPOKLConfig = PPOKLConfig()
+    """PPO with the adaptive KL penalty (Schulman et al. 2017, sec. 4) settings."""
 
     @property
     def rule(self) -> str:

@@ -127,6 +127,14 @@ class ActorCritic(NamedTuple):
         """KL(p || q) per state between two of its distributions."""
         return self.distribution.kl(p, q)
 
+    def log_prob(self, d, action):
+        """log pi(action | s) per state."""
+        return self.distribution.log_prob(d, action)
+
+    def entropy(self, d):
+        """Entropy per state."""
+        return self.distribution.entropy(d)
+
     def forward(self, params, obs, final_obs, action, done, carry0, carry_end) -> Forward:
         d = self.dist(params["actor"], obs)
         log_prob = self.distribution.log_prob(d, action)
@@ -202,7 +210,7 @@ class Recurrent(NamedTuple):
     def reset_carry(self, carry, done):
         return {**carry, "actor": jnp.where(done[:, None], 0.0, carry["actor"])}
 
-    kl = ActorCritic.kl
+    kl, log_prob, entropy = ActorCritic.kl, ActorCritic.log_prob, ActorCritic.entropy
 
     def act(self, actor_params, carry, obs, key, deterministic: bool = False):
         h, d = self.actor.apply(actor_params, carry["actor"], obs)
@@ -347,6 +355,14 @@ class JointPolicy(NamedTuple):
     def kl(self, p, q):
         """KL of the joint policy: the sum over agents."""
         return self.agent_distribution.kl(p, q).sum(-1)
+
+    def log_prob(self, d, action):
+        """Per agent, [..., n] (the joint policy's: their sum)."""
+        return self.agent_distribution.log_prob(d, action)
+
+    def entropy(self, d):
+        """Per agent, [..., n] (the joint policy's: their sum)."""
+        return self.agent_distribution.entropy(d)
 
     def act(self, actor_params, carry, obs, key, deterministic: bool = False):
         d = self.agent_dist(actor_params, self.agent_obs(obs))

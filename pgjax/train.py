@@ -29,6 +29,7 @@ from flax import struct
 from pgjax.advantages import gae
 from pgjax.algos import ALGORITHMS
 from pgjax.algos.common import Batch
+from pgjax.algos.pieces import trust_region_stats
 from pgjax.algos.multiagent import make_combinator
 from pgjax.config import TrainConfig
 from pgjax.envs import make_env
@@ -271,6 +272,8 @@ class Trainer:
         params, algo_state, metrics = self.algo.update(state.params, state.algo_state,
                                                        prep.batch, k_update,
                                                        self._algo_hp(hp), progress)
+        # the trust-region diagnostics, recorded for every rule by the trainer itself
+        metrics = {**metrics, **trust_region_stats(self.policy, params["actor"], prep.batch)}
         if self.cfg.normalize_obs:
             metrics = {**metrics, **self.statistics_drift(state, prep, traj, carry0)}
             if self.cfg.obs_stats == "preserve":

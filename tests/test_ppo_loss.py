@@ -6,8 +6,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pgjax.algos.common import Batch, value_loss
-from pgjax.algos.ppo import PPOConfig, clipped_surrogate, make_loss
+from pgjax.algos.common import Batch
+from pgjax.algos.pieces import (actor_critic_loss, clipped_surrogate, surrogate_objective,
+                                value_loss)
+from pgjax.algos.ppo import PPOConfig
 from pgjax.distributions import Categorical
 
 
@@ -54,7 +56,8 @@ def test_full_ppo_loss_hand_values():
     params = {"actor": {"logits": logits}, "critic": {"v": jnp.array([0.5, 1.5])}}
     hp = {"clip_eps": 0.2, "vf_coef": 0.5, "ent_coef": 0.01, "vf_clip_eps": 0.2}
     cfg = PPOConfig(norm_adv=False, clip_vloss=True)
-    loss, aux = make_loss(cfg, FixedPolicy(), clipped_surrogate)(params, mb, hp)
+    loss_fn = actor_critic_loss(cfg, FixedPolicy(), surrogate_objective(clipped_surrogate))
+    loss, aux = loss_fn(params, mb, hp)
 
     # surrogate: state 0, A=+1: min(1.4621, 1.2) = 1.2; state 1, A=-1: min(-0.625, -0.8) = -0.8
     pg = -(1.2 - 0.8) / 2
@@ -78,7 +81,9 @@ def test_advantage_normalisation_switch():
     params = {"actor": {"logits": jnp.zeros((2, 2))}, "critic": {"v": jnp.zeros(2)}}
     hp = {"clip_eps": 0.2, "vf_coef": 0.0, "ent_coef": 0.0, "vf_clip_eps": 0.2}
     # ratio 1 everywhere: pg = -mean(A); normalised advantages have mean 0
-    _, aux = make_loss(PPOConfig(norm_adv=False), FixedPolicy(), clipped_surrogate)(params, mb, hp)
+    _, aux = actor_critic_loss(PPOConfig(norm_adv=False), FixedPolicy(),
+                               surrogate_objective(clipped_surrogate))(params, mb, hp)
     assert float(aux["pg_loss"]) == pytest.approx(-4.0)
-    _, aux = make_loss(PPOConfig(norm_adv=True), FixedPolicy(), clipped_surrogate)(params, mb, hp)
+    _, aux = actor_critic_loss(PPOConfig(norm_adv=True), FixedPolicy(),
+                               surrogate_objective(clipped_surrogate))(params, mb, hp)
     assert float(aux["pg_loss"]) == pytest.approx(0.0, abs=1e-6)

@@ -12,7 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from pgjax import TrainConfig
-from pgjax.algos.ppo import PPOConfig, clipped_surrogate, make_loss
+from pgjax.algos.pieces import actor_critic_loss, clipped_surrogate, surrogate_objective
+from pgjax.algos.ppo import PPOConfig
 from pgjax.envs.core import ActionSpace, EnvSpec
 from pgjax.envs.functional import VectorEnv
 from pgjax.envs.memory import StatefulEnv
@@ -79,7 +80,7 @@ def test_s2pg_gradient_matches_the_exact_gradient():
                                            s.rollout, k, 2))(state, k_roll)
     assert bool(traj.terminated[1].all()) and not bool(traj.terminated[0].any())
     batch = jax.jit(trainer.make_batch)(state, traj, hp).batch
-    loss_fn = make_loss(cfg.ppo, policy, clipped_surrogate)
+    loss_fn = actor_critic_loss(cfg.ppo, policy, surrogate_objective(clipped_surrogate))
     ppo_hp = {k.split(".")[1]: v for k, v in hp.items() if k.startswith("ppo.")}
     groups = 16
 

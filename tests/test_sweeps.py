@@ -24,6 +24,8 @@ from pgjax.envs import ConfigError
 from pgjax.sweep import Sweep
 from pgjax.errors import TrainingError
 
+from helpers import Interrupt, assert_same_records, interrupting, run_files
+
 ROOT = Path(__file__).resolve().parents[1]
 
 SMALL = TrainConfig(env="jax:cartpole", num_envs=8, rollout_len=16, eval_every=2, eval_envs=4,
@@ -32,69 +34,13 @@ SMALL = TrainConfig(env="jax:cartpole", num_envs=8, rollout_len=16, eval_every=2
                     fixpo=FixPOConfig(minibatches=4))
 
 
-def run_files(root: Path) -> dict:
-    """Every record of a run directory tree, with wall-clock columns removed."""
-    out = {}
-    for p in sorted(root.rglob("*")):
-        rel = str(p.relative_to(root))
-        if p.is_dir() or "checkpoint" in p.parts or p.suffix in (".png", ".svg"):
-            continue
-        if p.name == "metrics.csv":
-            out[rel] = pd.read_csv(p).drop(columns="wall_time_s").to_csv(index=False)
-        elif p.name == "sweep.json":
-            st = json.loads(p.read_text())
-            out[rel] = {g: {k: v for k, v in e.items() if k != "wall_time_s"}
-                        for g, e in st["groups"].items()}
-        elif p.name == "config.json":
-            c = json.loads(p.read_text())
-            if "config" in c:  # where the records live differs between the compared trees
-                c["config"].pop("out")
-                c["config"].pop("name")
-            out[rel] = c
-        else:
-            out[rel] = p.read_bytes()
-    return out
-
-
-def assert_same_records(a: Path, b: Path):
-    fa, fb = run_files(a), run_files(b)
-    assert sorted(fa) == sorted(fb)
-    for k in fa:
-        assert fa[k] == fb[k], k
-
-
 # -- checkpoint and resume --------------------------------------------------------------------
-class Interrupt(Exception):
-    pass
-
-
-def _interrupting(monkeypatch, after_chunks: int):
-    import pgjax.runner as train_mod
-
-    real = train_mod.VmappedRuns
-
-    class Crashing(real):
-        def __init__(self, trainer):
-            super().__init__(trainer)
-            chunk, calls = self.chunk, [0]
-
-            def counted(*a, **k):
-                calls[0] += 1
-                if calls[0] > after_chunks:
-                    raise Interrupt
-                return chunk(*a, **k)
-
-            self.chunk = counted
-
-    monkeypatch.setattr(train_mod, "VmappedRuns", Crashing)
-
-
 @pytest.mark.parametrize("algo", ["ppo", pytest.param("fixpo", marks=pytest.mark.slow)])
 def test_resumed_run_matches_uninterrupted_run(algo, tmp_path, monkeypatch):
     cfg = dataclasses.replace(SMALL, algo=algo, seeds=2, out=str(tmp_path))
     full = run(dataclasses.replace(cfg, name="full"))
     with monkeypatch.context() as m:
-        _interrupting(m, after_chunks=2)
+        interrupting(m, after_chunks=2)
         with pytest.raises(Interrupt):
             run(dataclasses.replace(cfg, name="cut"))
     cut = tmp_path / "cut"
@@ -123,7 +69,7 @@ def _cli_resume(cfg) -> int:
 def _cut_run(cfg, monkeypatch, chunks=3):
     """A run of ``cfg`` killed after ``chunks`` chunks (checkpoints kept: the last two)."""
     with monkeypatch.context() as m:
-        _interrupting(m, after_chunks=chunks)
+        interrupting(m, after_chunks=chunks)
         with pytest.raises(Interrupt):
             run(cfg)
     return Path(cfg.out) / cfg.name

@@ -120,7 +120,7 @@ def test_spo_gradient_points_back_to_trust_region_boundary():
         # and the maximiser is exactly there
         assert abs(float(grad(jnp.array([target]), jnp.array([a]))[0])) < 1e-6
     # PPO's clipped objective, by contrast, has no gradient out there
-    from pgjax.algos.ppo import clipped_surrogate
+    from pgjax.algos.pieces import clipped_surrogate
     g_ppo = jax.grad(lambda r: clipped_surrogate(r, 1.0, {"clip_eps": eps}))(1.5)
     assert float(g_ppo) == 0.0
 

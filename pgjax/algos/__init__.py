@@ -1,12 +1,15 @@
-"""Update rules. ``ALGORITHMS`` maps a name to (config class, factory(config, policy))."""
+"""Update rules. ``ALGORITHMS`` maps a name to (config class, factory(config, policy)); the
+pieces to build one from are in ``pgjax.algos.pieces``."""
 from pgjax.algos.common import Algorithm, AlgoConfig, Batch
 from pgjax.algos.fixpo import FixPOConfig, make_fixpo
-from pgjax.algos.ppo import PPOConfig, make_ppo
+from pgjax.algos import pieces
+from pgjax.algos.ppo import PPOConfig, PPOKLConfig, make_ppo, make_ppo_kl
 from pgjax.algos.spo import SPOConfig, make_spo
 from pgjax.algos.trpo import TRPOConfig, make_trpo
 
 ALGORITHMS = {"ppo": (PPOConfig, make_ppo), "trpo": (TRPOConfig, make_trpo),
-              "spo": (SPOConfig, make_spo), "fixpo": (FixPOConfig, make_fixpo)}
+              "spo": (SPOConfig, make_spo), "fixpo": (FixPOConfig, make_fixpo),
+              "ppo_kl": (PPOKLConfig, make_ppo_kl)}
 BUILTIN = tuple(ALGORITHMS)  # the built-in rules (configured by --<rule>.* options)
 
 
@@ -17,9 +20,10 @@ def register(name: str, config_cls, factory, *, replace: bool = False) -> None:
     ``TRACED`` become traced hyperparameters (vmappable: ``--grid <name>.<field>=a,b``);
     ``COUNTS`` / ``BATCH_DIVISORS`` are checked before compiling; a metric named in
     ``ERRORS`` that an update reports > 0 stops that run with the message.
-    ``factory(config, policy) -> Algorithm(name, config, init, update)``: see ``Algorithm``.
-    From the command line: ``pgjax train --plugins my_rule.py --algo <name> --algo-options
-    field=value``.
+    ``factory(config, policy) -> Algorithm(name, config, init, update)``: see ``Algorithm``;
+    most rules are ``pieces.sgd_rule(name, config, policy, objective, ...)``.
+    From the command line: ``pgjax train --plugins my_rule.py --algo <name>
+    --<name>.<field> value`` (or ``--algo-options field=value``).
     """
     import dataclasses
 
@@ -34,5 +38,5 @@ def register(name: str, config_cls, factory, *, replace: bool = False) -> None:
 
 
 __all__ = ["ALGORITHMS", "BUILTIN", "Algorithm", "AlgoConfig", "Batch", "FixPOConfig", "PPOConfig",
-           "SPOConfig", "TRPOConfig", "make_fixpo", "make_ppo", "make_spo", "make_trpo",
-           "register"]
+           "PPOKLConfig", "SPOConfig", "TRPOConfig", "make_fixpo", "make_ppo", "make_ppo_kl",
+           "make_spo", "make_trpo", "pieces", "register"]

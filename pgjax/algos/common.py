@@ -1,13 +1,12 @@
-"""Pieces every update rule shares: the batch, the optimiser step, shuffled minibatch epochs,
-the value loss, and the trust-region diagnostics measured over the whole batch."""
+"""The update-rule interface: the batch a rule is given, ``Algorithm`` (init and update) and
+``AlgoConfig``, the base of every rule's settings. The pieces rules are built from are in
+``pgjax.algos.pieces``."""
 from __future__ import annotations
 
 import dataclasses
 from typing import Any, Callable, ClassVar, NamedTuple
 
 import jax
-import jax.numpy as jnp
-import optax
 from flax import struct
 
 
@@ -46,7 +45,10 @@ class Algorithm(NamedTuple):
 
     ``hp`` holds the traced hyperparameters (floats that may differ across vmapped runs),
     ``progress`` in [0, 1) the fraction of training done (for annealing), ``metrics`` a flat
-    dict of scalars recorded every update.
+    dict of scalars recorded every update. The trainer adds the trust-region diagnostics
+    (``kl_mean``, ``kl_max``, ``ratio_dev_max``, ``entropy``: behaviour against updated policy
+    over the whole batch) to every rule's metrics itself, so a rule need not compute them.
+    Most rules are best assembled from ``pgjax.algos.pieces`` (``sgd_rule``).
     """
 
     name: str
@@ -88,54 +90,3 @@ class AlgoConfig:
                     f"batch of {batch_size} {unit} is not divisible "
                     f"into {n} {name.replace('_', ' ')}; change --num-envs, --rollout-len or "
                     f"--{prefix}.{name.replace('_', '-')}")
-
-
-def adam(eps: float = 1e-5) -> optax.GradientTransformation:
-    return optax.scale_by_adam(eps=eps)
-
-
-def sgd_step(tx, opt_state, params, grads, lr, max_grad_norm):
-    """Global-norm clip (traced threshold), Adam direction, step of size ``lr``.
-    Returns (params, opt_state, pre-clip grad norm)."""
-    g_norm = optax.global_norm(grads)
-    scale = jnp.minimum(1.0, max_grad_norm / (g_norm + 1e-12))
-    grads = jax.tree.map(lambda g: g * scale, grads)
-    updates, opt_state = tx.update(grads, opt_state, params)
-    params = jax.tree.map(lambda p, u: p - lr * u, params, updates)
-    return params, opt_state, g_norm
-
-
-def shuffled_minibatches(key, batch, num_minibatches: int):
-    """Permute a pytree with leading dim B and reshape it to [M, B // M, ...]."""
-    size = jax.tree.leaves(batch)[0].shape[0]
-    perm = jax.random.permutation(key, size)
-    return jax.tree.map(
-        lambda x: jnp.take(x, perm, axis=0).reshape((num_minibatches, -1) + x.shape[1:]), batch)
-
-
-def value_loss(v, v_old, ret, clip_eps=None):
-    """0.5 * mean squared error; with ``clip_eps`` the PPO2 pessimistic clipped form
-    0.5 * max[(V - R)^2, (V_old + clip(V - V_old, +-eps) - R)^2]."""
-    err = (v - ret) ** 2
-    if clip_eps is not None:
-        v_clip = v_old + jnp.clip(v - v_old, -clip_eps, clip_eps)
-        err = jnp.maximum(err, (v_clip - ret) ** 2)
-    return 0.5 * err.mean()
-
-
-def normalize_advantage(adv):
-    return (adv - adv.mean()) / (adv.std() + 1e-8)
-
-
-def weighted(adv, batch):
-    """The advantage an update rule optimises: ``adv`` times ``batch.weight`` when given."""
-    return adv if batch.weight is None else adv * batch.weight
-
-
-def trust_region_stats(policy, actor_params, batch: Batch) -> dict[str, jax.Array]:
-    """KL(pi_old || pi_new) per state and ratio deviation, over the *whole* batch."""
-    d_new = policy.dist(actor_params, batch.obs)
-    kl = policy.distribution.kl(batch.dist, d_new)
-    ratio = jnp.exp(policy.distribution.log_prob(d_new, batch.action) - batch.log_prob)
-    return {"kl_mean": kl.mean(), "kl_max": kl.max(), "ratio_dev_max": jnp.abs(ratio - 1).max(),
-            "entropy": policy.distribution.entropy(d_new).mean()}

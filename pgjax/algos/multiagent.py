@@ -14,7 +14,9 @@ single-agent update rule (PPO, TRPO, SPO, FixPO or a registered one) into a mult
 - ``independent`` (IPPO for PPO): every agent has its own critic V^i(o^i) and its own GAE.
 
 How the rule is reused unchanged: an agent's update is the rule's own ``update`` on a batch of
-that agent's samples, with ``Batch.weight = M``. Observations in that batch are a dict
+that agent's samples, with ``Batch.weight = M``; each agent's own trust-region diagnostics are
+recorded as ``agent_kl_mean`` / ``agent_kl_max`` / ``agent_ratio_dev_max`` / ``agent_entropy``
+(mean or max over agents), the joint policy's by the trainer as ``kl_mean`` etc. Observations in that batch are a dict
 ``{"agent": o^i, "state": s, "mask": action mask}``; the agent policy reads ``agent`` and
 ``mask``, the critic reads ``state`` (centralised) or ``agent`` (independent).
 With a centralised critic, the first agent in the order is updated together with the critic
@@ -36,9 +38,11 @@ import jax
 import jax.numpy as jnp
 
 from pgjax.algos.common import Algorithm, Batch
+from pgjax.algos.pieces import trust_region_stats
 from pgjax.envs.multiagent import Partition
 from pgjax.errors import ConfigError
 
+TRUST_REGION = ("kl_mean", "kl_max", "ratio_dev_max", "entropy")
 SCHEMES = ("sequential", "simultaneous", "independent")
 ORDERS = ("random", "fixed", "reverse")
 # --algo aliases: name -> (update rule, scheme)
@@ -61,6 +65,15 @@ class AgentPolicy(NamedTuple):
         if "mask" in obs:
             d = {**d, "mask": obs["mask"]}
         return d
+
+    def kl(self, p, q):
+        return self.distribution.kl(p, q)
+
+    def log_prob(self, d, action):
+        return self.distribution.log_prob(d, action)
+
+    def entropy(self, d):
+        return self.distribution.entropy(d)
 
     def value(self, critic_params, obs):
         if self.critic_input is None:
@@ -156,6 +169,10 @@ def make_combinator(rule_factory, rule_cfg, partition: Partition, actor, critic,
         batch = agent_batch(b, i, factor)
         new_p, new_s, metrics = rule.update(agent_params(params, i), tree_get(states, slot(i)),
                                             batch, key, hp, progress)
+        # this agent's own trust region (the trainer records the joint policy's)
+        metrics = {**{k: v for k, v in metrics.items() if k not in TRUST_REGION},
+                   **{f"agent_{k}": v for k, v in
+                      trust_region_stats(policy_view, new_p["actor"], batch).items()}}
         if scheme == "sequential":
             d = policy_view.dist(new_p["actor"], batch.obs)
             ratio = jnp.exp(distribution.log_prob(d, batch.action) - batch.log_prob)

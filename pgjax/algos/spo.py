@@ -8,7 +8,7 @@ sequential-Monte-Carlo "SPO" of other libraries. SPO replaces PPO's clipped surr
 a concave quadratic in r maximised at r = 1 + sign(A) eps. Inside and outside the trust region
 its gradient in r points back to that maximiser, so ratios are pulled back instead of being
 left alone (PPO's clipped objective has zero gradient outside [1 - eps, 1 + eps]). Everything
-else — value loss, entropy bonus, epochs of minibatch Adam — is PPO's.
+else — value loss, entropy bonus, epochs of minibatch Adam — is PPO's (``sgd_rule``).
 """
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ import dataclasses
 import jax.numpy as jnp
 
 from pgjax.algos.common import Algorithm
-from pgjax.algos.ppo import PPOConfig, make_clipped_family
+from pgjax.algos.pieces import sgd_rule, surrogate_objective
+from pgjax.algos.ppo import PPOConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,4 +33,4 @@ def spo_surrogate(ratio, adv, hp):
 
 
 def make_spo(cfg: SPOConfig, policy) -> Algorithm:
-    return make_clipped_family("spo", cfg, policy, spo_surrogate)
+    return sgd_rule("spo", cfg, policy, surrogate_objective(spo_surrogate))

@@ -7,7 +7,8 @@ Maximise L(theta) = mean[r A] subject to mean_s KL(pi_old || pi_theta) <= delta:
 2. conjugate gradient for F x = g (``cg_iters`` iterations from x0 = 0);
 3. full step x sqrt(2 delta / x^T F x), then backtracking theta_old + c^j step, j < n_ls:
    the first with mean KL <= delta *and* L improved is taken; if none is, theta_old is kept;
-4. the critic is fitted separately with epochs of minibatch Adam on the value targets.
+4. the critic is fitted separately with epochs of minibatch Adam on the value targets
+   (``pgjax.algos.pieces.run_epochs`` on the critic alone; the state is an ``SGDState``).
 
 All of it runs inside ``jit`` (CG and line search are ``lax`` loops).
 """
@@ -20,13 +21,9 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from pgjax.algos.common import (AlgoConfig, Algorithm, adam, normalize_advantage, sgd_step, weighted,
-                                shuffled_minibatches, trust_region_stats, value_loss)
-
-
-class TRPOState(NamedTuple):
-    """TRPO's state: the critic's Adam state (the actor takes no optimiser steps)."""
-    critic: Any
+from pgjax.algos.common import AlgoConfig, Algorithm
+from pgjax.algos.pieces import (SGDState, adam_direction, normalize_advantage, run_epochs,
+                                value_loss, weighted)
 
 
 CGCarry = NamedTuple("CGCarry", [("i", Any), ("x", Any), ("r", Any), ("p", Any), ("rr", Any)])
@@ -103,12 +100,19 @@ def fisher_vector_product(mean_kl, flat0, damping):
 
 
 def make_trpo(cfg: TRPOConfig, policy) -> Algorithm:
-    tx = adam(1e-5)
+    tx = adam_direction(1e-5)
+
+    def critic_loss(params, mb, hp, extra):
+        v_loss = value_loss(policy.value(params["critic"], mb.obs), mb.value, mb.ret)
+        return v_loss, {"v_loss": v_loss}
+
+    fit_critic = run_epochs(critic_loss, tx, cfg.vf_epochs, cfg.vf_minibatches,
+                            parts=("critic",))
 
     def init(params, hp):
-        return TRPOState(critic=tx.init(params["critic"]))
+        return SGDState({"critic": tx.init(params["critic"])})
 
-    def update(params, opt_state, batch, key, hp, progress):
+    def update(params, state, batch, key, hp, progress):
         flat0, unravel = ravel_pytree(params["actor"])
         adv = normalize_advantage(batch.advantage) if cfg.norm_adv else batch.advantage
 
@@ -127,27 +131,13 @@ def make_trpo(cfg: TRPOConfig, policy) -> Algorithm:
 
         ls = jax.lax.while_loop(lambda c: (c.j < cfg.ls_steps) & ~c.ok, ls_body,
                                 LineSearchCarry(jnp.int32(0), jnp.bool_(False), flat0))
-        actor = unravel(ls.flat)
-
-        def vf_step(carry, mb):
-            critic, opt_state = carry
-            v_loss, grads = jax.value_and_grad(
-                lambda c: value_loss(policy.value(c, mb.obs), mb.value, mb.ret))(critic)
-            critic, opt_state, g_norm = sgd_step(tx, opt_state, critic, grads, hp["vf_lr"],
-                                                 hp["max_grad_norm"])
-            return (critic, opt_state), {"v_loss": v_loss, "grad_norm": g_norm}
-
-        def vf_epoch(carry, k):
-            return jax.lax.scan(vf_step, carry, shuffled_minibatches(k, batch, cfg.vf_minibatches))
-
-        (critic, critic_opt), logs = jax.lax.scan(vf_epoch, (params["critic"], opt_state.critic),
-                                                  jax.random.split(key, cfg.vf_epochs))
-        metrics = {"v_loss": logs["v_loss"].mean(), "grad_norm": logs["grad_norm"].mean(),
+        fit = fit_critic({"actor": unravel(ls.flat), "critic": params["critic"]}, state, batch,
+                         key, hp, hp["vf_lr"])
+        metrics = {"v_loss": fit.metrics["v_loss"], "grad_norm": fit.metrics["grad_norm"],
                    "pg_loss": -surrogate(ls.flat), "ls_steps": ls.j.astype(jnp.float32),
                    "accepted": ls.ok.astype(jnp.float32), "cg_xfx": xfx,
                    "step_norm": jnp.linalg.norm(ls.flat - flat0),
-                   "grad_steps": jnp.float32(1 + cfg.vf_epochs * cfg.vf_minibatches)}
-        metrics.update(trust_region_stats(policy, actor, batch))
-        return {"actor": actor, "critic": critic}, opt_state._replace(critic=critic_opt), metrics
+                   "grad_steps": 1.0 + fit.grad_steps}
+        return fit.params, fit.state, metrics
 
     return Algorithm("trpo", cfg, init, update)

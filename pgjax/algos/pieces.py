@@ -1,0 +1,374 @@
+"""Composable pieces of an update rule: loss terms, the clipped Adam step, the epoch/minibatch
+loop with hooks that read and write the rule's own state, and the trust-region diagnostics.
+
+A rule of epochs of minibatch Adam steps on an actor-critic loss is ``sgd_rule`` with an
+*objective* (the policy part of the loss) and, where the rule has state of its own, hooks::
+
+    objective(t: PolicyTerms, hp, extra) -> loss  or  (loss, aux)      # to minimise
+    init(hp) -> extra                                 # the rule's own state (beta, ...)
+    on_minibatch(extra, aux, hp) -> extra             # after every minibatch step
+    on_epoch(params, state, batch, hp, lr, last) -> (params, state, logs)   # after every epoch
+    on_update(u: UpdateView) -> (params, state, metrics)                    # once per update
+
+``sgd_rule`` keeps everything else: ``epochs`` x ``minibatches`` shuffled minibatches, the
+value loss and entropy bonus, the joint gradient-norm clip, linear learning-rate annealing,
+the ``target_kl`` early stop, per-minibatch metrics averaged over the steps taken, and
+``grad_steps``. PPO, SPO, PPO-KL and FixPO are built this way (``pgjax.algos.ppo``, ``spo``,
+``fixpo``); the rule's state is an ``SGDState`` (Adam state and ``extra``), so checkpoints and
+resumes carry ``extra`` with everything else.
+
+A PPO with an adaptive KL penalty, for instance (the built-in ``ppo_kl`` is this rule)::
+
+    def objective(t, hp, beta):
+        pg_loss = -(t.ratio * t.adv).mean()
+        return pg_loss + kl_penalty(t, beta), {"pg_loss": pg_loss}
+
+    def adapt(u):  # beta doubles or halves with the batch KL after the update
+        beta = adapt_kl_coef(u.state.extra, u.stats["kl_mean"], u.hp["d_targ"])
+        return u.params, u.state._replace(extra=beta), {"beta": beta}
+
+    sgd_rule("ppo_kl", cfg, policy, objective, init=lambda hp: jnp.float32(hp["beta0"]),
+             on_update=adapt)
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from pgjax.algos.common import AlgoConfig, Algorithm, Batch
+
+PARTS = ("actor", "critic")
+
+
+# -- settings ------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class SGDConfig(AlgoConfig):
+    """The settings ``sgd_rule`` reads: learning rate and its annealing, the loss
+    coefficients, the gradient clip, the loop counts and the early stop. A rule's config
+    subclasses it (or ``PPOConfig``) and adds its own fields."""
+
+    lr: float = 3e-4
+    """Adam learning rate (traced; linearly annealed to 0 when anneal_lr)."""
+    vf_coef: float = 0.5
+    """Value-loss coefficient c_v (traced)."""
+    ent_coef: float = 0.0
+    """Entropy-bonus coefficient c_e (traced)."""
+    vf_clip_eps: float = 0.2
+    """Value clipping range, used when clip_vloss (traced)."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clip over actor and critic together (traced)."""
+    target_kl: float = 0.0
+    """Stop the update once a minibatch's approx-KL exceeds this; 0 disables (traced)."""
+    epochs: int = 10
+    """Passes over the batch per update."""
+    minibatches: int = 32
+    """Minibatches per epoch; the batch (num_envs * rollout_len) must divide evenly."""
+    norm_adv: bool = True
+    """Normalise advantages per minibatch."""
+    clip_vloss: bool = True
+    """Use the clipped (pessimistic) value loss."""
+    anneal_lr: bool = True
+    """Anneal the learning rate linearly to 0 over training."""
+    adam_eps: float = 1e-5
+    """Adam epsilon."""
+
+    TRACED = ("lr", "vf_coef", "ent_coef", "vf_clip_eps", "max_grad_norm", "target_kl")
+    COUNTS = ("epochs", "minibatches")
+    BATCH_DIVISORS = ("minibatches",)
+
+
+# -- loss terms ----------------------------------------------------------------------------
+def normalize_advantage(adv):
+    """Advantages shifted and scaled to mean 0 and std 1 (over the given axis-free array)."""
+    return (adv - adv.mean()) / (adv.std() + 1e-8)
+
+
+def weighted(adv, batch: Batch):
+    """The advantage an update rule optimises: ``adv`` times ``batch.weight`` when given."""
+    return adv if batch.weight is None else adv * batch.weight
+
+
+class PolicyTerms(NamedTuple):
+    """The policy being updated on a minibatch, next to the behaviour policy that collected
+    it: its distribution ``dist``, ``log_ratio`` = log pi(a|s) - log pi_old(a|s), ``ratio``,
+    the advantage ``adv`` to optimise (normalised when asked, times ``Batch.weight``), and,
+    computed on use, ``kl`` = KL(pi_old || pi) and ``entropy``, per sample."""
+
+    dist: Any
+    old_dist: Any
+    distribution: Any
+    log_ratio: jax.Array
+    ratio: jax.Array
+    adv: jax.Array
+
+    @property
+    def kl(self) -> jax.Array:
+        return self.distribution.kl(self.old_dist, self.dist)
+
+    @property
+    def entropy(self) -> jax.Array:
+        return self.distribution.entropy(self.dist)
+
+
+def policy_terms(policy, actor_params, mb: Batch, norm_adv: bool) -> PolicyTerms:
+    """``PolicyTerms`` of ``actor_params`` on the minibatch ``mb`` (``policy``: the view a
+    rule is given, with ``dist(actor_params, obs)`` and ``distribution``)."""
+    d = policy.dist(actor_params, mb.obs)
+    log_ratio = policy.distribution.log_prob(d, mb.action) - mb.log_prob
+    adv = weighted(normalize_advantage(mb.advantage) if norm_adv else mb.advantage, mb)
+    return PolicyTerms(d, mb.dist, policy.distribution, log_ratio, jnp.exp(log_ratio), adv)
+
+
+def ratio_surrogate(ratio, adv, hp):
+    """Per-sample r A, the unclipped surrogate (to be maximised)."""
+    return ratio * adv
+
+
+def clipped_surrogate(ratio, adv, hp):
+    """Per-sample PPO objective min(r A, clip(r, 1 - eps, 1 + eps) A), eps = hp["clip_eps"]
+    (to be maximised)."""
+    eps = hp["clip_eps"]
+    return jnp.minimum(ratio * adv, jnp.clip(ratio, 1.0 - eps, 1.0 + eps) * adv)
+
+
+def surrogate_objective(surrogate: Callable) -> Callable:
+    """An objective from a per-sample ``surrogate(ratio, adv, hp)`` to maximise: the loss
+    -mean(surrogate)."""
+    return lambda t, hp, extra: -surrogate(t.ratio, t.adv, hp).mean()
+
+
+def kl_penalty(t: PolicyTerms, coef):
+    """``coef`` times the mean per-sample KL(pi_old || pi): a penalty term for an objective."""
+    return coef * t.kl.mean()
+
+
+def adapt_kl_coef(coef, kl, target, tolerance: float = 1.5, factor: float = 2.0):
+    """Schulman et al. (2017, sec. 4): ``coef`` x factor when ``kl`` > tolerance x target,
+    / factor when ``kl`` < target / tolerance, else unchanged."""
+    return jnp.where(kl > tolerance * target, coef * factor,
+                     jnp.where(kl < target / tolerance, coef / factor, coef))
+
+
+def value_loss(v, v_old, ret, clip_eps=None):
+    """0.5 * mean squared error; with ``clip_eps`` the PPO2 pessimistic clipped form
+    0.5 * max[(V - R)^2, (V_old + clip(V - V_old, +-eps) - R)^2]."""
+    err = (v - ret) ** 2
+    if clip_eps is not None:
+        v_clip = v_old + jnp.clip(v - v_old, -clip_eps, clip_eps)
+        err = jnp.maximum(err, (v_clip - ret) ** 2)
+    return 0.5 * err.mean()
+
+
+def _loss_and_aux(out):
+    return out if isinstance(out, tuple) else (out, {})
+
+
+def actor_critic_loss(cfg: SGDConfig, policy, objective: Callable) -> Callable:
+    """loss(params, mb, hp, extra=()) -> (loss, aux) with
+    loss = objective + c_v L_V - c_e H; aux: pg_loss (the objective, unless the objective's
+    own aux names its surrogate part so), v_loss, approx_kl (the k3 estimate
+    mean[(r - 1) - log r]), clip_frac (|r - 1| > hp["clip_eps"], when the rule has one) and
+    whatever else the objective returns as its own aux."""
+
+    def loss_fn(params, mb, hp, extra=()):
+        t = policy_terms(policy, params["actor"], mb, cfg.norm_adv)
+        pg_loss, own = _loss_and_aux(objective(t, hp, extra))
+        v = policy.value(params["critic"], mb.obs)
+        v_loss = value_loss(v, mb.value, mb.ret, hp["vf_clip_eps"] if cfg.clip_vloss else None)
+        loss = pg_loss + hp["vf_coef"] * v_loss - hp["ent_coef"] * t.entropy.mean()
+        aux = {"pg_loss": pg_loss, "v_loss": v_loss,
+               "approx_kl": ((t.ratio - 1.0) - t.log_ratio).mean()}
+        if "clip_eps" in hp:
+            aux["clip_frac"] = (jnp.abs(t.ratio - 1.0) > hp["clip_eps"]).mean()
+        return loss, {**aux, **own}
+
+    return loss_fn
+
+
+# -- optimiser -----------------------------------------------------------------------------
+def adam_direction(eps: float = 1e-5) -> optax.GradientTransformation:
+    """Adam's update direction without a learning rate (``clipped_adam_step`` scales it, so
+    the rate can be traced and annealed)."""
+    return optax.scale_by_adam(eps=eps)
+
+
+def clipped_adam_step(tx, opt, params, grads, lr, max_grad_norm, parts=PARTS):
+    """One step on the named ``parts`` of ``params`` (the others are left alone): the
+    gradients of those parts clipped jointly to global norm ``max_grad_norm`` (traced), the
+    direction of ``tx`` per part (``opt``: its state per part), a step of size ``lr``.
+    Returns (params, opt, pre-clip gradient norm)."""
+    g_norm = optax.tree.norm({p: grads[p] for p in parts})
+    scale = jnp.minimum(1.0, max_grad_norm / (g_norm + 1e-12))
+    params, opt = dict(params), dict(opt)
+    for p in parts:
+        updates, opt[p] = tx.update(jax.tree.map(lambda g: g * scale, grads[p]), opt[p],
+                                    params[p])
+        params[p] = jax.tree.map(lambda w, u: w - lr * u, params[p], updates)
+    return params, opt, g_norm
+
+
+def annealed_lr(cfg: SGDConfig, hp, progress, key: str = "lr"):
+    """hp[key], linearly annealed to 0 over training when ``cfg.anneal_lr``."""
+    return hp[key] * (1.0 - progress) if cfg.anneal_lr else hp[key]
+
+
+# -- the loop ------------------------------------------------------------------------------
+class SGDState(NamedTuple):
+    """The state of a rule built by ``sgd_rule``: Adam's state per part ({"actor": ...,
+    "critic": ...}) and ``extra``, the rule's own state (() when it has none)."""
+
+    opt: dict
+    extra: Any = ()
+
+
+class StepCarry(NamedTuple):
+    """Minibatch-scan carry: params, state, whether target_kl stopped the update."""
+
+    params: Any
+    state: SGDState
+    stopped: Any
+
+
+class EpochsResult(NamedTuple):
+    """What ``run_epochs`` returns: params and state after the epochs, the minibatch metrics
+    averaged over the steps taken, the ``on_epoch`` logs stacked over epochs, and the
+    number of minibatch steps taken."""
+
+    params: Any
+    state: SGDState
+    metrics: dict
+    epoch_logs: dict
+    grad_steps: jax.Array
+
+
+def shuffled_minibatches(key, batch, num_minibatches: int):
+    """Permute a pytree with leading dim B and reshape it to [M, B // M, ...]."""
+    size = jax.tree.leaves(batch)[0].shape[0]
+    perm = jax.random.permutation(key, size)
+    return jax.tree.map(
+        lambda x: jnp.take(x, perm, axis=0).reshape((num_minibatches, -1) + x.shape[1:]), batch)
+
+
+def run_epochs(loss_fn: Callable, tx, epochs: int, minibatches: int, *,
+               on_minibatch: Optional[Callable] = None, on_epoch: Optional[Callable] = None,
+               parts=PARTS, grad_norm_key: str = "max_grad_norm") -> Callable:
+    """``run(params, state, batch, key, hp, lr) -> EpochsResult``: ``epochs`` passes over
+    ``batch`` in ``minibatches`` shuffled minibatches, each a ``clipped_adam_step`` of
+    ``loss_fn(params, mb, hp, state.extra)`` on ``parts``, then ``on_minibatch(extra, aux,
+    hp) -> extra``; after each epoch ``on_epoch(params, state, batch, hp, lr, last) ->
+    (params, state, logs)`` (``last``: traced, true after the final epoch). Once a
+    minibatch's approx_kl exceeds hp["target_kl"] (> 0) no further step is taken."""
+
+    def step(c: StepCarry, mb, hp, lr):
+        (_, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(c.params, mb, hp,
+                                                                    c.state.extra)
+        params, opt, g_norm = clipped_adam_step(tx, c.state.opt, c.params, grads, lr,
+                                                hp[grad_norm_key], parts)
+        extra = on_minibatch(c.state.extra, aux, hp) if on_minibatch else c.state.extra
+        take = ~c.stopped
+        params, state = jax.tree.map(lambda n, o: jnp.where(take, n, o),
+                                     (params, SGDState(opt, extra)), (c.params, c.state))
+        stopped = c.stopped
+        if "target_kl" in hp and "approx_kl" in aux:
+            stopped = stopped | ((hp["target_kl"] > 0) & (aux["approx_kl"] > hp["target_kl"]))
+        return StepCarry(params, state, stopped), {**aux, "grad_norm": g_norm,
+                                                   "taken": take.astype(jnp.float32)}
+
+    def run(params, state: SGDState, batch, key, hp, lr) -> EpochsResult:
+        def epoch(c, x):
+            k, i = x
+            c, logs = jax.lax.scan(lambda c, mb: step(c, mb, hp, lr), c,
+                                   shuffled_minibatches(k, batch, minibatches))
+            logs = {"minibatch": logs}
+            if on_epoch is not None:
+                params, st, logs["epoch"] = on_epoch(c.params, c.state, batch, hp, lr,
+                                                     i == epochs - 1)
+                c = c._replace(params=params, state=st)
+            return c, logs
+
+        c, logs = jax.lax.scan(epoch, StepCarry(params, state, jnp.bool_(False)),
+                               (jax.random.split(key, epochs), jnp.arange(epochs)))
+        mb_logs = dict(logs["minibatch"])
+        taken = mb_logs.pop("taken")
+        n = jnp.maximum(taken.sum(), 1.0)
+        metrics = {k: (v * taken).sum() / n for k, v in mb_logs.items()}
+        return EpochsResult(c.params, c.state, metrics, logs.get("epoch", {}), taken.sum())
+
+    return run
+
+
+# -- diagnostics ---------------------------------------------------------------------------
+def trust_region_stats(policy, actor_params, batch: Batch) -> dict[str, jax.Array]:
+    """Behaviour policy against ``actor_params`` over the *whole* batch: mean and max per-state
+    KL(pi_old || pi_new), max |r - 1| and mean entropy. ``policy``: a policy kind or a rule's
+    view, with ``dist``, ``kl`` (per state) and ``log_prob`` / ``entropy`` (per state, or per
+    state and agent: summed over the agents into the joint policy's). The trainer records
+    these for every rule; a rule may call it for a hook of its own."""
+    d_new = policy.dist(actor_params, batch.obs)
+    kl = policy.kl(batch.dist, d_new)
+
+    def joint(x):
+        return x.sum(axis=tuple(range(kl.ndim, x.ndim)))
+
+    ratio = jnp.exp(joint(policy.log_prob(d_new, batch.action) - batch.log_prob))
+    return {"kl_mean": kl.mean(), "kl_max": kl.max(), "ratio_dev_max": jnp.abs(ratio - 1).max(),
+            "entropy": joint(policy.entropy(d_new)).mean()}
+
+
+class UpdateView(NamedTuple):
+    """What ``on_update`` sees after the epochs: params and state, the batch, hp, the
+    learning rate used, ``stats`` (``trust_region_stats`` of the updated actor over the
+    batch), the ``on_epoch`` logs stacked over epochs, and the minibatch steps taken."""
+
+    params: Any
+    state: SGDState
+    batch: Batch
+    hp: dict
+    lr: Any
+    stats: dict
+    epoch_logs: dict
+    grad_steps: Any
+
+
+def sgd_rule(name: str, cfg: SGDConfig, policy, objective: Callable, *,
+             init: Optional[Callable] = None, on_minibatch: Optional[Callable] = None,
+             on_epoch: Optional[Callable] = None, on_update: Optional[Callable] = None,
+             parts=PARTS) -> Algorithm:
+    """An update rule of ``cfg.epochs`` x ``cfg.minibatches`` Adam steps on
+    ``actor_critic_loss(cfg, policy, objective)`` (see the module docstring for the hooks).
+    Metrics: the minibatch ones averaged over the steps taken, grad_norm, grad_steps, lr,
+    then whatever ``on_update`` returns."""
+    tx = adam_direction(cfg.adam_eps)
+    loop = run_epochs(actor_critic_loss(cfg, policy, objective), tx, cfg.epochs,
+                      cfg.minibatches, on_minibatch=on_minibatch, on_epoch=on_epoch,
+                      parts=parts)
+
+    def init_fn(params, hp):
+        return SGDState({p: tx.init(params[p]) for p in PARTS},
+                        init(hp) if init is not None else ())
+
+    def update(params, state, batch, key, hp, progress):
+        lr = annealed_lr(cfg, hp, progress)
+        r = loop(params, state, batch, key, hp, lr)
+        params, state = r.params, r.state
+        metrics = {**r.metrics, "grad_steps": r.grad_steps, "lr": lr}
+        if on_update is not None:
+            view = UpdateView(params, state, batch, hp, lr,
+                              trust_region_stats(policy, params["actor"], batch), r.epoch_logs,
+                              r.grad_steps)
+            params, state, own = on_update(view)
+            metrics.update(own)
+        return params, state, metrics
+
+    return Algorithm(name, cfg, init_fn, update)
+
+
+__all__ = ["PARTS", "EpochsResult", "PolicyTerms", "SGDConfig", "SGDState", "StepCarry",
+           "UpdateView", "actor_critic_loss", "adam_direction", "adapt_kl_coef", "annealed_lr",
+           "clipped_adam_step", "clipped_surrogate", "kl_penalty", "normalize_advantage",
+           "policy_terms", "ratio_surrogate", "run_epochs", "sgd_rule", "shuffled_minibatches",
+           "surrogate_objective", "trust_region_stats", "value_loss", "weighted"]
