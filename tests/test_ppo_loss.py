@@ -87,3 +87,43 @@ def test_advantage_normalisation_switch():
     _, aux = actor_critic_loss(PPOConfig(norm_adv=True), FixedPolicy(),
                                surrogate_objective(clipped_surrogate))(params, mb, hp)
     assert float(aux["pg_loss"]) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_kl_penalty_pieces_hand_values():
+    from pgjax.algos.pieces import PolicyTerms, adapt_kl_coef, kl_penalty
+
+    # beta doubles above 1.5 d_targ, halves below d_targ / 1.5, else stays (Schulman et al.)
+    kl = jnp.array([0.0151, 0.0149, 0.0067, 0.0066, 0.01])
+    np.testing.assert_allclose(adapt_kl_coef(jnp.full(5, 0.4), kl, 0.01),
+                               [0.8, 0.4, 0.4, 0.2, 0.4])
+    # KL(old || new) of two categoricals by hand: old (0.5, 0.5), new (e/(e+1), 1/(e+1))
+    p0 = math.e / (math.e + 1)
+    by_hand = 0.5 * math.log(0.5 / p0) + 0.5 * math.log(0.5 / (1 - p0))
+    t = PolicyTerms(dist={"logits": jnp.array([[1.0, 0.0], [0.0, 0.0]])},
+                    old_dist={"logits": jnp.zeros((2, 2))}, distribution=Categorical(),
+                    log_ratio=jnp.zeros(2), ratio=jnp.ones(2), adv=jnp.zeros(2))
+    assert float(kl_penalty(t, 3.0)) == pytest.approx(3.0 * by_hand / 2, rel=1e-5)
+
+
+def test_builtin_ppo_kl_through_the_cli(tmp_path):
+    """--algo ppo_kl with its own --ppo_kl.* flags: recorded, beta adapted every update from
+    the batch KL the trainer records, and the clipped variant runs too."""
+    import json
+
+    import pandas as pd
+
+    from pgjax.cli import main
+
+    for clip in ("false", "true"):
+        assert main(["train", "--algo", "ppo_kl", "--env", "jax:cartpole", "--num-envs", "8",
+                     "--rollout-len", "16", "--eval-every", "2", "--eval-envs", "2",
+                     "--steps", "512", "--ppo_kl.d-targ", "0.004", "--ppo_kl.beta0", "0.5",
+                     "--ppo_kl.minibatches", "4", "--quiet", "--out", str(tmp_path), "--name",
+                     clip, *(["--ppo_kl.clip"] if clip == "true" else [])]) == 0
+        saved = json.loads((tmp_path / clip / "config.json").read_text())["config"]
+        assert saved["ppo_kl"]["d_targ"] == 0.004 and saved["ppo_kl"]["clip"] == (clip == "true")
+        m = pd.read_csv(next((tmp_path / clip / "runs").iterdir()) / "metrics.csv").iloc[1:]
+        beta, kl = m["beta"].to_numpy(), m["kl_mean"].to_numpy()
+        prev = np.concatenate([[0.5], beta[:-1]])
+        want = np.where(kl > 0.006, 2 * prev, np.where(kl < 0.004 / 1.5, prev / 2, prev))
+        np.testing.assert_allclose(beta, want, rtol=1e-6)
