@@ -3,11 +3,12 @@
     pgjax sweep experiments/sweeps/fixpo_guarantee.toml
     python experiments/fixpo_guarantee.py experiments/results/sweeps/fixpo_guarantee
 
-For every (eps_KL, C_beta) pair over all seeds and updates: the largest max-per-state-KL /
+For every environment and (eps_KL, C_beta) pair over all seeds and updates: the largest max-per-state-KL /
 eps_KL after the fixup phase (the guarantee: never above 1) and before it, how often the
 fixup phase had to act, its gradient steps per update and as a fraction of the primary
 steps, and the final return. Writes ``fixpo_guarantee.csv`` and ``fixpo_guarantee.png/.svg``
-(max KL / eps_KL per update for every run; fixup steps per update against C_beta).
+(max KL / eps_KL per update for every run; fixup steps per update against C_beta). Also
+reads the paper-preset sweep (``experiments/sweeps/fixpo_paper.toml``).
 """
 from __future__ import annotations
 
@@ -36,10 +37,12 @@ def load(sweep: Path) -> pd.DataFrame:
 def table(df: pd.DataFrame) -> pd.DataFrame:
     upd = df[df["iteration"] > 0]
     rows = []
-    for (eps, cb), g in upd.groupby(["eps_kl", "c_beta"]):
-        final = df[(df["eps_kl"] == eps) & (df["c_beta"] == cb)].dropna(subset=["eval_return"])
+    for (env, eps, cb), g in upd.groupby(["env", "eps_kl", "c_beta"]):
+        final = df[(df["env"] == env) & (df["eps_kl"] == eps)
+                   & (df["c_beta"] == cb)].dropna(subset=["eval_return"])
         final = final.loc[final.groupby("seed")["iteration"].idxmax(), "eval_return"]
-        rows.append({"eps_kl": eps, "c_beta": cb, "runs": g["seed"].nunique(), "updates": len(g),
+        rows.append({"env": env, "eps_kl": eps, "c_beta": cb, "runs": g["seed"].nunique(),
+                     "updates": len(g),
                      "max_kl_over_eps_after_fixup": (g["kl_max"] / eps).max(),
                      "median_kl_over_eps_after_fixup": (g["kl_max"] / eps).median(),
                      "max_kl_over_eps_before_fixup": (g["kl_max_before_fixup"] / eps).max(),
@@ -57,13 +60,13 @@ def plot(df: pd.DataFrame, t: pd.DataFrame, out: Path) -> None:
     import matplotlib.pyplot as plt
 
     upd = df[df["iteration"] > 0]
-    epss = sorted(upd["eps_kl"].unique())
-    fig, axes = plt.subplots(1, len(epss) + 1, figsize=(5 * (len(epss) + 1), 4))
+    panels = sorted(upd.groupby(["env", "eps_kl"]).groups)
+    fig, axes = plt.subplots(1, len(panels) + 1, figsize=(5 * (len(panels) + 1), 4))
     cmap = plt.get_cmap("viridis")
     cbs = sorted(upd["c_beta"].unique())
-    for ax, eps in zip(axes, epss):
+    for ax, (env, eps) in zip(axes, panels):
         for i, cb in enumerate(cbs):
-            g = upd[(upd["eps_kl"] == eps) & (upd["c_beta"] == cb)]
+            g = upd[(upd["env"] == env) & (upd["eps_kl"] == eps) & (upd["c_beta"] == cb)]
             for _, s in g.groupby("seed"):
                 ax.plot(s["iteration"], s["kl_max"] / eps, color=cmap(i / max(1, len(cbs) - 1)),
                         lw=0.7, alpha=0.8, label=f"C_beta={cb:g}" if _ == g["seed"].min() else None)
@@ -71,20 +74,20 @@ def plot(df: pd.DataFrame, t: pd.DataFrame, out: Path) -> None:
         ax.set_yscale("log")
         ax.set_xlabel("update")
         ax.set_ylabel("max per-state KL / eps_KL (after fixup)")
-        ax.set_title(f"eps_KL = {eps:g}")
+        ax.set_title(f"{env}, eps_KL = {eps:g}")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     ax = axes[-1]
-    for eps in epss:
-        g = t[t["eps_kl"] == eps]
-        ax.plot(g["c_beta"], g["fixup_steps_per_update"], "o-", label=f"eps_KL = {eps:g}")
+    for (env, eps), g in t.groupby(["env", "eps_kl"]):
+        ax.plot(g["c_beta"], g["fixup_steps_per_update"], "o-", label=f"{env}, eps_KL = {eps:g}")
     ax.set_xlabel("C_beta")
     ax.set_ylabel("fixup gradient steps per update (mean)")
     ax.set_xscale("log")
     ax.set_xticks(cbs, [f"{c:g}" for c in cbs])
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.suptitle(f"FixPO on {upd['env'].iloc[0]}: the trust region holds after every update")
+    fig.suptitle(f"FixPO on {', '.join(sorted(upd['env'].unique()))}: the trust region after "
+                 "every update")
     fig.tight_layout()
     fig.savefig(out / "fixpo_guarantee.png", dpi=120)
     fig.savefig(out / "fixpo_guarantee.svg")
