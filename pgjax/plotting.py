@@ -339,7 +339,10 @@ def plot_trust_region(df, out: Path) -> list[Path]:
     from matplotlib.figure import Figure  # no pyplot: leaves the caller's backend alone
 
     written = []
-    cols = [c for c in ("kl_max", "ratio_dev_max") if c in df]
+    # multi-agent rules: kl_max is the joint policy's (summed over agents); a per-agent
+    # bound (HAFixPO's, HATRPO's) shows in agent_kl_max, drawn beside it
+    cols = [c for c in ("kl_max", "ratio_dev_max", "agent_kl_max")
+            if c in df and df[c].notna().any()]
     if not cols:
         return written
     upd = df[df["iteration"] > 0]
@@ -348,13 +351,16 @@ def plot_trust_region(df, out: Path) -> list[Path]:
         axes = fig.subplots(1, len(cols), squeeze=False)
         for ax, col in zip(axes[0], cols):
             for group, g in upd[upd["env"] == env].groupby("group"):
+                if g[col].isna().all():
+                    continue
                 s = g.groupby("iteration")[col]
                 med, lo, hi = s.median(), s.min(), s.max()
                 ax.plot(med.index, med.to_numpy(), label=group, lw=1)
                 ax.fill_between(med.index, lo.to_numpy(), hi.to_numpy(), alpha=0.15)
             ax.set_yscale("log")
             ax.set_xlabel("update")
-            ax.set_ylabel({"kl_max": "max per-state KL", "ratio_dev_max": "max |r - 1|"}[col]
+            ax.set_ylabel({"kl_max": "max per-state KL", "ratio_dev_max": "max |r - 1|",
+                           "agent_kl_max": "max per-state KL of one agent"}[col]
                           + " (median, min-max over runs)")
             ax.grid(alpha=0.3)
         axes[0][0].legend(fontsize=7)

@@ -191,3 +191,32 @@ def test_any_recorded_column_can_be_plotted(sweep, capsys):
     assert plot_main([str(root), "--metric", "beta"]) == 2
     err = capsys.readouterr().err.strip()
     assert "no run records 'beta'" in err and "kl_max" in err and len(err.splitlines()) == 1
+
+
+def test_trust_region_figure_adds_the_per_agent_kl_of_multi_agent_groups(tmp_path):
+    """A multi-agent group's per-agent max KL is drawn in its own panel beside the joint
+    one; single-agent groups (no agent_kl_max) are left out of that panel, not drawn as 0."""
+    from matplotlib.figure import Figure
+
+    from pgjax import plotting
+
+    fake_run_dir(tmp_path / "ppo_env", "ppo", "brax:x", [1.0, 2.0])
+    fake_run_dir(tmp_path / "happo_env", "happo", "brax:x", [1.0, 2.0])
+    for d in (tmp_path / "happo_env" / "runs").iterdir():
+        m = pd.read_csv(d / "metrics.csv")
+        m["agent_kl_max"] = m["kl_max"] / 3
+        m.to_csv(d / "metrics.csv", index=False)
+    drawn = {}
+    real = Figure.savefig
+
+    def record(fig, path, *a, **k):
+        drawn[str(path)] = [[line.get_label() for line in ax.get_lines()] for ax in fig.axes]
+        return real(fig, path, *a, **k)
+
+    import unittest.mock as mock
+    with mock.patch.object(Figure, "savefig", record):
+        plotting.plot_trust_region(load([tmp_path / "ppo_env", tmp_path / "happo_env"]),
+                                   tmp_path)
+    (panels,) = {tuple(map(tuple, v)) for k, v in drawn.items() if k.endswith(".png")}
+    assert len(panels) == 3
+    assert sorted(panels[0]) == ["happo", "ppo"] and list(panels[2]) == ["happo"]

@@ -68,6 +68,13 @@ class FixPOConfig(SGDConfig):
     """Use the clipped (pessimistic) value loss, as the authors' runs do."""
     vf_clip_eps: float = 0.2
     """Value clipping range, used when clip_vloss (traced)."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clip: over actor and critic together in the primary phase, over
+    the actor in the fixup phase (traced)."""
+    target_kl: float = 0.0
+    """Stop the primary phase's steps (and beta's) once a minibatch's approx-KL exceeds this;
+    the fixup phase still runs, so the guarantee holds either way. 0 (the authors'): off
+    (traced)."""
     epochs: int = 10
     """Primary-phase passes over the batch."""
     minibatches: int = 4

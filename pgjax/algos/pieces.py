@@ -348,7 +348,7 @@ def sgd_rule(name: str, cfg: SGDConfig, policy, objective: Callable, *,
                       parts=parts)
 
     def init_fn(params, hp):
-        return SGDState({p: tx.init(params[p]) for p in PARTS},
+        return SGDState({p: tx.init(params[p]) for p in parts},
                         init(hp) if init is not None else ())
 
     def update(params, state, batch, key, hp, progress):
