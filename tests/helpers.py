@@ -1,10 +1,12 @@
-"""Helpers shared by the tests: a run killed after a number of chunks, and record trees
-compared file by file (wall-clock columns left out)."""
+"""Helpers shared by the tests: a run killed after a number of chunks, record trees
+compared file by file (wall-clock columns left out), and the KL-penalty coefficient a run
+should have recorded."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 
@@ -62,3 +64,13 @@ def interrupting(monkeypatch, after_chunks: int):
             self.chunk = counted
 
     monkeypatch.setattr(train_mod, "VmappedRuns", Crashing)
+
+
+def assert_adaptive_beta(beta, kl, beta0: float, d_targ: float) -> None:
+    """Every update's recorded beta is the previous one (``beta0`` before the first) doubled
+    when that update's batch KL exceeds 1.5 d_targ, halved below d_targ / 1.5 (Schulman et
+    al. 2017, sec. 4), computed here independently of pgjax."""
+    beta, kl = np.asarray(beta), np.asarray(kl)
+    prev = np.concatenate([[beta0], beta[:-1]])
+    want = np.where(kl > 1.5 * d_targ, 2 * prev, np.where(kl < d_targ / 1.5, prev / 2, prev))
+    np.testing.assert_allclose(beta, want, rtol=1e-6)

@@ -168,7 +168,7 @@ def test_kl_penalty_rule_from_the_pieces_trains_resumes_and_records_diagnostics(
     the CLI with --klpen.* flags and a --grid over d_targ, interrupted and resumed from its
     checkpoint to records identical to an uninterrupted run (beta restored: it is recorded at
     every update), with the trainer's trust-region diagnostics in the records."""
-    from helpers import Interrupt, assert_same_records, interrupting
+    from helpers import Interrupt, assert_adaptive_beta, assert_same_records, interrupting
 
     code = [ln for ln in KLPEN.splitlines() if ln.strip()]
     assert len(code) <= 20, len(code)
@@ -198,8 +198,5 @@ def test_kl_penalty_rule_from_the_pieces_trains_resumes_and_records_diagnostics(
         assert (x["kl_max"] >= x["kl_mean"]).all()
     # every update's beta is the previous one adapted to that update's recorded batch KL
     for x, d_targ in zip(m, (0.002, 0.05)):
-        beta, kl = x["beta"].to_numpy(), x["kl_mean"].to_numpy()
-        prev = np.concatenate([[1.0], beta[:-1]])
-        want = np.where(kl > 1.5 * d_targ, 2 * prev, np.where(kl < d_targ / 1.5, prev / 2, prev))
-        np.testing.assert_allclose(beta, want, rtol=1e-6)
+        assert_adaptive_beta(x["beta"], x["kl_mean"], 1.0, d_targ)
     assert m[1]["beta"].iloc[-1] < 1.0  # the loose target let beta fall

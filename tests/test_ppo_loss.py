@@ -112,6 +112,7 @@ def test_builtin_ppo_kl_through_the_cli(tmp_path):
 
     import pandas as pd
 
+    from helpers import assert_adaptive_beta
     from pgjax.cli import main
 
     for clip in ("false", "true"):
@@ -123,7 +124,4 @@ def test_builtin_ppo_kl_through_the_cli(tmp_path):
         saved = json.loads((tmp_path / clip / "config.json").read_text())["config"]
         assert saved["ppo_kl"]["d_targ"] == 0.004 and saved["ppo_kl"]["clip"] == (clip == "true")
         m = pd.read_csv(next((tmp_path / clip / "runs").iterdir()) / "metrics.csv").iloc[1:]
-        beta, kl = m["beta"].to_numpy(), m["kl_mean"].to_numpy()
-        prev = np.concatenate([[0.5], beta[:-1]])
-        want = np.where(kl > 0.006, 2 * prev, np.where(kl < 0.004 / 1.5, prev / 2, prev))
-        np.testing.assert_allclose(beta, want, rtol=1e-6)
+        assert_adaptive_beta(m["beta"], m["kl_mean"], 0.5, 0.004)

@@ -48,10 +48,9 @@ class FixupCarry(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class FixPOConfig(SGDConfig):
-    """FixPO hyperparameters; defaults from the authors' runs."""
+    """FixPO hyperparameters; defaults from the authors' runs (the fields declared here
+    differ from ``SGDConfig``'s in default or meaning)."""
 
-    lr: float = 3e-4
-    """Adam learning rate (traced; linearly annealed when anneal_lr)."""
     eps_kl: float = 0.5
     """Guaranteed bound on every sampled state's KL(pi_old || pi_new) (traced)."""
     c_beta: float = 3.0
@@ -62,12 +61,8 @@ class FixPOConfig(SGDConfig):
     """Adam learning rate of beta (traced)."""
     vf_coef: float = 0.1
     """Value-loss coefficient (traced)."""
-    ent_coef: float = 0.0
-    """Entropy-bonus coefficient (traced)."""
     clip_vloss: bool = False
     """Use the clipped (pessimistic) value loss, as the authors' runs do."""
-    vf_clip_eps: float = 0.2
-    """Value clipping range, used when clip_vloss (traced)."""
     max_grad_norm: float = 0.5
     """Global gradient-norm clip: over actor and critic together in the primary phase, over
     the actor in the fixup phase (traced)."""
@@ -88,8 +83,6 @@ class FixPOConfig(SGDConfig):
     """Cap on fixup passes; reaching it stops training with an error."""
     norm_adv: bool = False
     """Normalise advantages per minibatch (off in the authors' runs)."""
-    anneal_lr: bool = True
-    """Anneal the learning rate linearly to 0."""
 
     TRACED = ("lr", "eps_kl", "c_beta", "beta0", "beta_lr", "vf_coef", "ent_coef", "vf_clip_eps",
               "max_grad_norm", "target_kl")

@@ -38,11 +38,11 @@ import jax
 import jax.numpy as jnp
 
 from pgjax.algos.common import Algorithm, Batch
-from pgjax.algos.pieces import trust_region_stats
+from pgjax.algos.pieces import TRUST_REGION, trust_region_stats
 from pgjax.envs.multiagent import Partition
 from pgjax.errors import ConfigError
+from pgjax.policies import ActorCritic
 
-TRUST_REGION = ("kl_mean", "kl_max", "ratio_dev_max", "entropy")
 SCHEMES = ("sequential", "simultaneous", "independent")
 ORDERS = ("random", "fixed", "reverse")
 # --algo aliases: name -> (update rule, scheme)
@@ -66,14 +66,7 @@ class AgentPolicy(NamedTuple):
             d = {**d, "mask": obs["mask"]}
         return d
 
-    def kl(self, p, q):
-        return self.distribution.kl(p, q)
-
-    def log_prob(self, d, action):
-        return self.distribution.log_prob(d, action)
-
-    def entropy(self, d):
-        return self.distribution.entropy(d)
+    kl, log_prob, entropy = ActorCritic.kl, ActorCritic.log_prob, ActorCritic.entropy
 
     def value(self, critic_params, obs):
         if self.critic_input is None:

@@ -42,6 +42,8 @@ import optax
 from pgjax.algos.common import AlgoConfig, Algorithm, Batch
 
 PARTS = ("actor", "critic")
+# the trust-region diagnostics, as ``trust_region_stats`` names them
+TRUST_REGION = ("kl_mean", "kl_max", "ratio_dev_max", "entropy")
 
 
 # -- settings ------------------------------------------------------------------------------
@@ -315,8 +317,8 @@ def trust_region_stats(policy, actor_params, batch: Batch) -> dict[str, jax.Arra
         return x.sum(axis=tuple(range(kl.ndim, x.ndim)))
 
     ratio = jnp.exp(joint(policy.log_prob(d_new, batch.action) - batch.log_prob))
-    return {"kl_mean": kl.mean(), "kl_max": kl.max(), "ratio_dev_max": jnp.abs(ratio - 1).max(),
-            "entropy": joint(policy.entropy(d_new)).mean()}
+    values = (kl.mean(), kl.max(), jnp.abs(ratio - 1).max(), joint(policy.entropy(d_new)).mean())
+    return dict(zip(TRUST_REGION, values))
 
 
 class UpdateView(NamedTuple):
@@ -367,7 +369,7 @@ def sgd_rule(name: str, cfg: SGDConfig, policy, objective: Callable, *,
     return Algorithm(name, cfg, init_fn, update)
 
 
-__all__ = ["PARTS", "EpochsResult", "PolicyTerms", "SGDConfig", "SGDState", "StepCarry",
+__all__ = ["PARTS", "TRUST_REGION", "EpochsResult", "PolicyTerms", "SGDConfig", "SGDState", "StepCarry",
            "UpdateView", "actor_critic_loss", "adam_direction", "adapt_kl_coef", "annealed_lr",
            "clipped_adam_step", "clipped_surrogate", "kl_penalty", "normalize_advantage",
            "policy_terms", "ratio_surrogate", "run_epochs", "sgd_rule", "shuffled_minibatches",
