@@ -1,5 +1,6 @@
 """Where pgjax's compile time goes: each jitted entry point of a training run (init,
-evaluate, training chunk) lowered and compiled separately, the chunk batched over a run axis
+evaluate, training chunk, and the chunk with the evaluation inside that ``pgjax train`` runs)
+lowered and compiled separately, the chunk batched over a run axis
 of one (``vmap``, as several vmapped seeds compile) and unbatched (what a single run
 compiles), and the unbatched chunk again with parts removed (the per-rollout reset-pool
 refresh, i.e. ``--reset-pool fixed``; the update rule), on one environment.
@@ -50,6 +51,9 @@ def main():
     rows["chunk, vmapped over one run"] = timed_compile(jax.vmap(trainer.chunk), lead(state),
                                                         lead(hp))
     rows["chunk"] = timed_compile(trainer.chunk, state, hp)
+    # what pgjax train compiles: the chunk with the evaluation (and an eval-only switch) in it
+    rows["chunk with evaluation (the host loop's program)"] = timed_compile(
+        trainer.chunk_evaluated, state, hp, key, jnp.asarray(True), jnp.asarray(True))
     fixed = Trainer(dataclasses.replace(cfg, reset_pool="fixed"))
     rows["chunk without reset-pool refresh"] = timed_compile(fixed.chunk, state, hp)
     no_update = Trainer(cfg)

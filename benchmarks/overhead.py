@@ -6,17 +6,19 @@ For each environment and setting, back to back on the same machine:
    for the same env steps and seeds (no evaluation, records or checkpoints): its startup
    (interpreter, imports, environment, compilation) and its run time;
 2. **pgjax train, first run**: the CLI at its defaults (evaluation, records, checkpoints,
-   progress), with an empty compilation cache: whole-process time, and its startup
-   (whole process minus the training chunks, from the run's own ``metrics.csv`` wall clock:
-   every chunk after the first timed as recorded, the first taken at the median of the
-   others, so the compilation inside the first chunk counts as startup);
+   progress), with an empty compilation cache: whole-process time, and its training time
+   (from the run's own ``metrics.csv`` wall clock: every chunk after the first timed as
+   recorded, the first taken at the median of the others, so the compilation inside the
+   first chunk counts as startup; plus the wrap-up after the last chunk: its checkpoint,
+   summary, plot and ``status.json``); startup is the rest of the process;
 3. **pgjax train, second run**: the identical command again with the cache the first run
    filled.
 
 Prints and writes ``benchmarks/results/overhead.json``: training time / bare run time (the
 overhead of evaluation, records and checkpoints), and second startup / first startup.
 
-    python benchmarks/overhead.py                                  # hopper and ant, both settings
+    python benchmarks/overhead.py                                  # hopper and ant, both settings,
+                                                                   # pgjax's default 500k steps
     python benchmarks/overhead.py --envs brax:hopper --settings default --steps 204800
 """
 from __future__ import annotations
@@ -91,27 +93,35 @@ def pgjax_train(args: list[str], cache: Path, out: Path, name: str) -> dict:
         raise SystemExit(f"pgjax train failed: {p.stderr.strip().splitlines()[-1]}")
     import pandas as pd
 
-    m = pd.read_csv(next((out / name / "runs").iterdir()) / "metrics.csv")
-    cfg = json.loads((out / name / "config.json").read_text())["config"]
-    ends = m[m["iteration"] % cfg["eval_every"] == 0]["wall_time_s"].to_numpy()  # row 0: eval
+    root = out / name
+    csvs = sorted((root / "runs").glob("*/metrics.csv"))
+    m = pd.read_csv(csvs[0])
+    cfg = json.loads((root / "config.json").read_text())["config"]
+    ends = m[m["iteration"] % cfg["eval_every"] == 0]["wall_time_s"].to_numpy()  # row 0: init
     chunks = np.diff(ends)
     steady = float(np.median(chunks[1:])) if len(chunks) > 1 else float(chunks[0])
-    training = steady + float(chunks[1:].sum())
+    # after the last chunk's records: its parameters, the last checkpoint, the summary and
+    # plot, status.json (file times on this machine's clock)
+    wrap_up = (root / "status.json").stat().st_mtime - max(p.stat().st_mtime for p in csvs)
+    training = steady + float(chunks[1:].sum()) + wrap_up
     return {"whole_s": whole, "training_s": training, "startup_s": whole - training,
-            "chunk_s": steady, "chunks": int(len(chunks))}
+            "chunk_s": steady, "chunks": int(len(chunks)), "wrap_up_s": wrap_up,
+            "evaluated_rows": int(m["eval_return"].notna().sum())}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--envs", nargs="+", default=["brax:hopper", "brax:ant"])
     p.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
-    p.add_argument("--steps", type=int, default=1_003_520)
+    p.add_argument("--steps", type=int, default=None,
+                   help="env steps per run (default: pgjax train's own default)")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "overhead.json"))
     a = p.parse_args()
     results = []
     for env in a.envs:
         for setting in a.settings:
-            args = ["--env", env, "--steps", str(a.steps), *SETTINGS[setting]]
+            steps = ["--steps", str(a.steps)] if a.steps else []
+            args = ["--env", env, *steps, *SETTINGS[setting]]
             with tempfile.TemporaryDirectory() as tmp:
                 tmp = Path(tmp)
                 b = bare(args, tmp / "cache-bare")

@@ -57,13 +57,19 @@ def raw_stepping(env_id, num_envs, length, iters, chunks, backend):
     return num_envs * length * iters * chunks / (time.perf_counter() - t), compile_s
 
 
-def ppo_training(env_id, num_envs, length, iters, chunks, backend, ppo):
+def ppo_training(env_id, num_envs, length, iters, chunks, backend, ppo, seeds=1):
+    """PPO env steps per second (all seeds together); ``seeds`` > 1 vmaps that many runs."""
     cfg = TrainConfig(env=env_id, backend=backend, num_envs=num_envs, rollout_len=length,
                       eval_every=iters, steps=num_envs * length * iters * (chunks + 1), ppo=ppo)
     trainer = Trainer(cfg)
     hp = cfg.base_hparams()
-    init, chunk = jax.jit(trainer.init), jax.jit(trainer.chunk, donate_argnums=0)
-    state = jax.block_until_ready(init(jax.random.PRNGKey(0), hp))
+    init, chunk = trainer.init, trainer.chunk
+    key = jax.random.PRNGKey(0)
+    if seeds > 1:
+        init, chunk = jax.vmap(init, (0, None)), jax.vmap(chunk, (0, None))
+        key = jax.random.split(key, seeds)
+    init, chunk = jax.jit(init), jax.jit(chunk, donate_argnums=0)
+    state = jax.block_until_ready(init(key, hp))
     t = time.perf_counter()
     state, _ = jax.block_until_ready(chunk(state, hp))
     compile_s = time.perf_counter() - t
@@ -71,7 +77,7 @@ def ppo_training(env_id, num_envs, length, iters, chunks, backend, ppo):
     for _ in range(chunks):
         state, m = chunk(state, hp)
     jax.block_until_ready(state)
-    return num_envs * length * iters * chunks / (time.perf_counter() - t), compile_s
+    return seeds * num_envs * length * iters * chunks / (time.perf_counter() - t), compile_s
 
 
 def main():
@@ -84,28 +90,34 @@ def main():
     p.add_argument("--minibatches", type=int, default=32)
     p.add_argument("--iters", type=int, default=4, help="PPO iterations per timed chunk")
     p.add_argument("--chunks", type=int, default=3, help="timed chunks after the compile chunk")
-    p.add_argument("--json", default=None, help="also write the results to this file")
+    p.add_argument("--seeds", type=int, default=1,
+                   help="PPO runs vmapped in one program (the raw ceiling steps seeds x "
+                        "num-envs environments)")
+    p.add_argument("--json", default=None,
+                   help="also write the results to this file (after each environment)")
     a = p.parse_args()
     ppo = PPOConfig(epochs=a.epochs, minibatches=a.minibatches)
     print(f"device: {jax.devices()[0].device_kind} ({jax.default_backend()}), "
           f"{platform.processor() or platform.machine()}, jax {jax.__version__}")
-    print(f"settings: num_envs {a.num_envs}, rollout {a.rollout_len}, epochs {a.epochs}, "
-          f"minibatches {a.minibatches}, backend {a.backend}")
+    print(f"settings: num_envs {a.num_envs}, seeds {a.seeds}, rollout {a.rollout_len}, "
+          f"epochs {a.epochs}, minibatches {a.minibatches}, backend {a.backend}")
     results = []
     for env_id in a.envs:
-        raw, raw_c = raw_stepping(env_id, a.num_envs, a.rollout_len, a.iters, a.chunks,
-                                  a.backend)
+        raw, raw_c = raw_stepping(env_id, a.num_envs * a.seeds, a.rollout_len, a.iters,
+                                  a.chunks, a.backend)
         train, train_c = ppo_training(env_id, a.num_envs, a.rollout_len, a.iters, a.chunks,
-                                      a.backend, ppo)
-        r = {"env": env_id, "raw_steps_per_s": raw, "ppo_steps_per_s": train,
-             "ratio": train / raw, "raw_compile_s": raw_c, "ppo_compile_s": train_c}
+                                      a.backend, ppo, a.seeds)
+        r = {"env": env_id, "num_envs": a.num_envs, "seeds": a.seeds, "raw_steps_per_s": raw,
+             "ppo_steps_per_s": train, "ratio": train / raw, "raw_compile_s": raw_c,
+             "ppo_compile_s": train_c}
         results.append(r)
         print(f"{env_id:24s} raw {raw:>10,.0f} steps/s | PPO {train:>10,.0f} steps/s | "
               f"ratio {train / raw:.3f} | compile raw {raw_c:.1f}s, PPO {train_c:.1f}s", flush=True)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"args": vars(a), "device": str(jax.devices()[0]), "results": results}, f,
-                      indent=2)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"args": vars(a), "device": str(jax.devices()[0]),
+                           "device_kind": jax.devices()[0].device_kind, "jax": jax.__version__,
+                           "results": results}, f, indent=2)
 
 
 if __name__ == "__main__":

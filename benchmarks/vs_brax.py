@@ -95,7 +95,7 @@ def pgjax_side(a) -> dict:
     epoch_times = []
     for c in range(cfg.num_chunks):
         t = time.time()
-        state, _ = fns.chunk(state, hps)
+        state, _, _ = fns.chunk(state, hps, fold(ekeys, c + 1), False)  # evaluated below
         jax.block_until_ready(state)
         epoch_times.append(time.time() - t)
         ev = jax.device_get(fns.evaluate(state, fold(ekeys, c + 1)))

@@ -192,7 +192,13 @@ class TrainConfig:
     reward_scale: float = 1.0
     """Multiply every reward by this constant first (Brax's reward_scaling)."""
     eval_every: int = 10
-    """Iterations per chunk: the host prints, evaluates and writes records after each chunk."""
+    """Iterations per chunk: the host prints progress and writes records after each chunk
+    (and evaluates after the chunks --evals picks)."""
+    evals: int = 1
+    """Held-out evaluations per run (--eval-envs deterministic episodes each, inside the
+    compiled chunk): 1, after the last chunk only; N >= 2, at step 0 and after N - 1 chunks
+    spread evenly over the run, the last one included (Brax's num_evals); more than the
+    chunks: after every chunk. Curves between them come from the training episodes."""
     eval_envs: int = 16
     """Evaluation environments (deterministic policy, one full episode each)."""
     out: str = "runs"
@@ -204,7 +210,12 @@ class TrainConfig:
     quiet: bool = False
     """Print no progress lines."""
     checkpoint_every: int = 1
-    """Save the whole training state (orbax) every this many chunks, for --resume; 0: never."""
+    """Save the whole training state (orbax), for --resume, at chunk boundaries that are a
+    multiple of this, at most once per --checkpoint-seconds, and after the last chunk; 0:
+    never."""
+    checkpoint_seconds: float = 120.0
+    """At most one checkpoint per this many seconds of wall clock, so a kill costs at most
+    about this much training to redo; 0: at every --checkpoint-every chunks."""
     resume: bool = False
     """Continue the run in --out/--name from its latest checkpoint (same config required);
     starts fresh when there is none."""
@@ -288,6 +299,17 @@ class TrainConfig:
         return max(1, -(-self.steps // per_chunk))
 
     @property
+    def eval_chunks(self) -> tuple[int, ...]:
+        """The chunk counts after which the runs are evaluated (0: before training), from
+        ``evals``: the last chunk always; with evals >= 2 also step 0, the rest evenly
+        spaced between."""
+        c = self.num_chunks
+        if self.evals <= 1:
+            return (c,)
+        n = min(self.evals, c + 1)
+        return tuple(sorted({(2 * i * c + n - 1) // (2 * (n - 1)) for i in range(n)}))
+
+    @property
     def num_iterations(self) -> int:
         return self.num_chunks * self.eval_every
 
@@ -350,7 +372,12 @@ class TrainConfig:
         if self.checkpoint_every < 0:
             raise ConfigError("checkpoint_every must be >= 0; pass --checkpoint-every 0 to "
                               "disable checkpoints")
-        for name in ("seeds", "steps", "num_envs", "rollout_len", "eval_every", "eval_envs"):
+        if not self.checkpoint_seconds >= 0:
+            raise ConfigError(f"checkpoint_seconds must be >= 0, got {self.checkpoint_seconds}; "
+                              f"pass --checkpoint-seconds 0 to save every --checkpoint-every "
+                              f"chunks")
+        for name in ("seeds", "steps", "num_envs", "rollout_len", "eval_every", "evals",
+                     "eval_envs"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}; pass a positive "
                                   f"--{name.replace('_', '-')}")

@@ -28,10 +28,11 @@ def run_group(record: dict, run: dict) -> str:
 
 
 def load_run_dir(root) -> pd.DataFrame:
-    """All eval rows of a run directory's finished (not failed) runs as one table with a
-    ``group`` column (the run's varied hyperparameters, or the algorithm when nothing varies)
-    and a ``seed`` column; ``.attrs["failed"]`` lists the failed runs (group, run, seed,
-    update, error) and ``.attrs["runs"]`` counts every run per group."""
+    """Every metrics row of a run directory's finished (not failed) runs as one table with a
+    ``group`` column (the run's varied hyperparameters, or the algorithm when nothing varies),
+    ``seed``, ``run`` (its id) and ``chunk`` columns; ``.attrs["failed"]`` lists the failed
+    runs (group, run, seed, update, error) and ``.attrs["runs"]`` counts every run per
+    group."""
     root = Path(root)
     cfg = json.loads((root / "config.json").read_text())
     frames, failed, counts = [], [], {}
@@ -46,15 +47,63 @@ def load_run_dir(root) -> pd.DataFrame:
             continue
         if not (d / "metrics.csv").exists():
             continue
-        df = pd.read_csv(d / "metrics.csv")
-        df = df[df["eval_return"].notna()]
+        df = with_chunks(pd.read_csv(d / "metrics.csv"), cfg["config"])
         df["group"] = group
         df["seed"] = r["seed"]
+        df["run"] = r["id"]
         frames.append(df)
     out = pd.concat(frames, ignore_index=True) if frames else \
-        pd.DataFrame(columns=["group", "seed", "env_steps", "eval_return"])
+        pd.DataFrame(columns=["group", "seed", "run", "chunk", "iteration", "env_steps",
+                              "wall_time_s", "eval_return", "train_return", "episodes"])
     out.attrs.update(failed=failed, runs=counts)
     return out
+
+
+def with_chunks(df: pd.DataFrame, config: dict) -> pd.DataFrame:
+    """A run's metrics rows with the chunk each belongs to (0: the row before training)."""
+    df["chunk"] = -(-df["iteration"] // int(config.get("eval_every", 1)))
+    return df
+
+
+RETURN_LABELS = {"eval_return": "held-out eval return (deterministic policy)",
+                 "train_return": "training-episode return (stochastic policy)"}
+EVAL_CURVE_POINTS = 3  # fewer evaluations per run than this: curves of training episodes
+
+
+def curve_source(df: pd.DataFrame) -> str:
+    """What learning curves of ``df``'s runs show: the held-out evaluations when every run
+    has at least ``EVAL_CURVE_POINTS`` of them (``--evals``), else the returns of the
+    training episodes (free: recorded at every update; evaluations are then drawn as
+    markers on top)."""
+    n = df[df["eval_return"].notna()].groupby("run").size()
+    runs = df["run"].nunique()
+    return "eval_return" if len(n) == runs and runs and n.min() >= EVAL_CURVE_POINTS \
+        else "train_return"
+
+
+def return_points(df: pd.DataFrame, source: str, keys=("group", "run")) -> pd.DataFrame:
+    """One row per run and curve point: ``keys``, point (0, 1, ... per run), env_steps,
+    wall_time_s and the return. ``eval_return``: every evaluation. ``train_return``: per
+    chunk, the mean return of the training episodes that ended in it (episode-weighted
+    over its updates), carried forward through chunks where none ended."""
+    keys = list(keys)
+    if source == "eval_return":
+        ev = df[df["eval_return"].notna()]
+        out = ev[keys + ["env_steps", "wall_time_s", "eval_return"]].rename(
+            columns={"eval_return": "value"}).copy()
+    else:
+        d = df[df["iteration"] > 0]
+        ok = d["train_return"].notna()
+        w = d["episodes"].where(ok, 0.0)
+        d = d.assign(_w=w, _wv=(d["train_return"] * w).where(ok, 0.0))
+        out = d.groupby(keys + ["chunk"], sort=True).agg(
+            env_steps=("env_steps", "max"), wall_time_s=("wall_time_s", "max"),
+            _w=("_w", "sum"), _wv=("_wv", "sum")).reset_index()
+        out["value"] = (out["_wv"] / out["_w"]).where(out["_w"] > 0)
+        out["value"] = out.groupby(keys)["value"].ffill()
+        out = out.dropna(subset=["value"])[keys + ["env_steps", "wall_time_s", "value"]]
+    out["point"] = out.groupby(keys).cumcount()
+    return out.reset_index(drop=True)
 
 
 def bootstrap_ci(x: np.ndarray, n: int = 2000, seed: int = 0) -> tuple[float, float]:
@@ -67,16 +116,20 @@ def bootstrap_ci(x: np.ndarray, n: int = 2000, seed: int = 0) -> tuple[float, fl
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
-def curve_table(df: pd.DataFrame, x: str = "env_steps") -> pd.DataFrame:
+def curve_table(points: pd.DataFrame, x: str = "env_steps") -> pd.DataFrame:
+    """Mean over runs with a 95% bootstrap CI at every point of ``return_points``."""
     rows = []
-    for (group, xv), g in df.groupby(["group", x]):
-        lo, hi = bootstrap_ci(g["eval_return"].to_numpy())
-        rows.append({"group": group, x: xv, "mean": g["eval_return"].mean(), "lo": lo, "hi": hi,
-                     "n": len(g)})
-    return pd.DataFrame(rows)
+    for (group, _), g in points.groupby(["group", "point"]):
+        lo, hi = bootstrap_ci(g["value"].to_numpy())
+        rows.append({"group": group, x: g[x].mean(), "mean": g["value"].mean(), "lo": lo,
+                     "hi": hi, "n": len(g)})
+    return pd.DataFrame(rows, columns=["group", x, "mean", "lo", "hi", "n"])
 
 
 def plot_curves(df: pd.DataFrame, path, title: str = "", x: str = "env_steps") -> None:
+    """Learning curves of one run directory (``load_run_dir``): per group the mean over
+    runs with a 95% bootstrap band, of the evaluations or, where they are too few, of the
+    training episodes with the evaluations as markers (``curve_source``)."""
     from matplotlib.figure import Figure  # no pyplot: leaves the caller's backend alone
 
     failed = {}
@@ -84,16 +137,29 @@ def plot_curves(df: pd.DataFrame, path, title: str = "", x: str = "env_steps") -
         failed[f["group"]] = failed.get(f["group"], 0) + 1
     fig = Figure(figsize=(6, 4))
     ax = fig.subplots()
+    source = curve_source(df) if len(df) else "eval_return"
     if len(df):
-        for group, g in curve_table(df, x).groupby("group"):
+        marks = curve_table(return_points(df, "eval_return"), x) \
+            if source == "train_return" else None
+        for group, g in curve_table(return_points(df, source), x).groupby("group"):
             more = f", {failed[group]} failed" if group in failed else ""
-            ax.plot(g[x], g["mean"], label=f"{group} (n={g['n'].max()}{more})")
-            ax.fill_between(g[x], g["lo"], g["hi"], alpha=0.25)
+            line, = ax.plot(g[x], g["mean"], label=f"{group} (n={g['n'].max()}{more})")
+            ax.fill_between(g[x], g["lo"], g["hi"], alpha=0.25, color=line.get_color())
+            if marks is not None:
+                m = marks[marks["group"] == group]
+                ax.errorbar(m[x].to_numpy(), m["mean"].to_numpy(),
+                            yerr=np.stack([(m["mean"] - m["lo"]).to_numpy(),
+                                           (m["hi"] - m["mean"]).to_numpy()]),
+                            fmt="o", color=line.get_color(), capsize=3, ms=4)
     for group in sorted(set(failed) - set(df["group"] if len(df) else ())):
         ax.plot([], [], label=f"{group} (every run failed: {failed[group]})")
     ax.set_xlabel(x.replace("_", " "))
-    ax.set_ylabel("eval return (mean, 95% bootstrap CI)")
-    ax.set_title(title)
+    ax.set_ylabel(RETURN_LABELS[source] + " (mean, 95% CI)", fontsize=8)
+    if source == "train_return":
+        ax.set_title(f"{title}\nlines: training episodes; markers: held-out evaluations",
+                     fontsize=9)
+    else:
+        ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -106,7 +172,8 @@ def summarize(root) -> pd.DataFrame:
     update, error), so an aggregate over fewer runs than were started is never silent."""
     root = Path(root)
     df = load_run_dir(root)
-    last = df.loc[df.groupby(["group", "seed"])["env_steps"].idxmax()] if len(df) else df
+    ev = df[df["eval_return"].notna()]
+    last = ev.loc[ev.groupby(["group", "run"])["env_steps"].idxmax()] if len(ev) else ev
     rows = []
     for group, runs in df.attrs["runs"].items():
         g = last[last["group"] == group]

@@ -5,9 +5,11 @@
 
 Writes, into ``--out`` (default: the first path), PNG and SVG of:
 
-- ``returns_<env>``: eval return against env steps and against wall-clock time, one curve per
+- ``returns_<env>``: the return against env steps and against wall-clock time, one curve per
   group (algorithm, plus the varied hyperparameters), the IQM (or mean) over runs with a 95%
-  stratified-bootstrap confidence band (rliable);
+  stratified-bootstrap confidence band (rliable): of the held-out evaluations when every run
+  has at least three (``--evals``), else of the training episodes per chunk, with the
+  evaluations as markers (the axis label says which);
 - ``trust_region_<env>``: max per-state KL and max |r - 1| at every update, median over runs
   with the min-max range;
 
@@ -32,7 +34,8 @@ import numpy as np
 import pandas as pd
 
 from pgjax.errors import ConfigError
-from pgjax.plots import run_failure, run_group
+from pgjax.plots import (RETURN_LABELS, curve_source, return_points, run_failure, run_group,
+                         with_chunks)
 
 
 def find_run_dirs(paths) -> list[Path]:
@@ -105,7 +108,7 @@ def load(paths) -> pd.DataFrame:
                 continue
             if not (d / "metrics.csv").exists():
                 continue
-            df = pd.read_csv(d / "metrics.csv")
+            df = with_chunks(pd.read_csv(d / "metrics.csv"), c)
             df["algo"], df["env"] = c["algo"], c["env"]
             df["group"] = group
             df["group_dir"] = name
@@ -178,18 +181,21 @@ def _estimator(name):
             "median": metrics.aggregate_median}[name]
 
 
-def curves(df: pd.DataFrame, x: str, estimator: str, reps: int, seed: int = 0) -> pd.DataFrame:
-    """Point estimate and 95% stratified-bootstrap CI of the eval return at every evaluation
-    point, per (env, group). x = env_steps or wall_time_s (wall time is averaged per point)."""
+def curves(df: pd.DataFrame, x: str, estimator: str, reps: int, seed: int = 0,
+           source: str = "eval_return") -> pd.DataFrame:
+    """Point estimate and 95% stratified-bootstrap CI of the return at every curve point
+    (``return_points``: every evaluation, or per chunk the training episodes), per (env,
+    group). x = env_steps or wall_time_s (averaged over runs per point)."""
     from rliable import library as rly
 
     est = _estimator(estimator)
-    ev = df[df["eval_return"].notna()].copy()
-    ev["point"] = ev.groupby("run").cumcount()
+    pts = return_points(df, source, keys=("env", "group", "run"))
     rows = []
-    for (env, group), g in ev.groupby(["env", "group"]):
-        table = g.pivot_table(index="run", columns="point", values="eval_return")
+    for (env, group), g in pts.groupby(["env", "group"]):
+        table = g.pivot_table(index="run", columns="point", values="value")
         table = table.dropna(axis=1)
+        if table.shape[1] == 0:
+            continue
         xs = g.groupby("point")[x].mean().loc[table.columns]
         scores = table.to_numpy()[:, None, :]  # [runs, 1 task, points]
         np.random.seed(seed)
@@ -198,8 +204,10 @@ def curves(df: pd.DataFrame, x: str, estimator: str, reps: int, seed: int = 0) -
             lambda s: np.array([est(s[..., i]) for i in range(s.shape[-1])]), reps=reps)
         for i, xv in enumerate(xs):
             rows.append({"env": env, "group": group, x: xv, "estimate": point[group][i],
-                         "lo": ci[group][0, i], "hi": ci[group][1, i], "runs": len(table)})
-    return pd.DataFrame(rows)
+                         "lo": ci[group][0, i], "hi": ci[group][1, i], "runs": len(table),
+                         "source": source})
+    return pd.DataFrame(rows, columns=["env", "group", x, "estimate", "lo", "hi", "runs",
+                                       "source"])
 
 
 def final_scores(df: pd.DataFrame) -> dict:
@@ -276,28 +284,45 @@ def _save(fig, out: Path, stem: str) -> list[Path]:
 
 
 def plot_returns(df, out: Path, estimator: str, reps: int) -> list[Path]:
+    """Per env: the return against env steps and wall-clock, of the held-out evaluations
+    where every run has enough of them (``curve_source``), else of the training episodes
+    with the evaluations drawn as markers (point estimate and 95% CI)."""
     from matplotlib.figure import Figure  # no pyplot: leaves the caller's backend alone
 
     written, failed = [], _failed_counts(df)
-    tables = {x: curves(df, x, estimator, reps) for x in ("env_steps", "wall_time_s")}
     for env in sorted(df["env"].unique()):
+        sub = df[df["env"] == env]
+        source = curve_source(sub)
+        tables = {x: curves(sub, x, estimator, reps, source=source)
+                  for x in ("env_steps", "wall_time_s")}
+        marks = {x: curves(sub, x, estimator, reps) for x in tables} \
+            if source == "train_return" else None
         fig = Figure(figsize=(11, 4))
         axes = fig.subplots(1, 2)
         for ax, (x, table) in zip(axes, tables.items()):
-            for group, g in table[table["env"] == env].groupby("group"):
+            for group, g in table.groupby("group"):
                 more = failed.get((env, group))
                 more = f", {more} failed" if more else ""
-                ax.plot(g[x], g["estimate"], label=f"{group} (n={g['runs'].max()}{more})")
-                ax.fill_between(g[x], g["lo"], g["hi"], alpha=0.2)
+                line, = ax.plot(g[x], g["estimate"], label=f"{group} (n={g['runs'].max()}{more})")
+                ax.fill_between(g[x], g["lo"], g["hi"], alpha=0.2, color=line.get_color())
+                if marks is not None:
+                    m = marks[x][marks[x]["group"] == group]
+                    err = np.stack([(m["estimate"] - m["lo"]).to_numpy(),
+                                    (m["hi"] - m["estimate"]).to_numpy()])
+                    ax.errorbar(m[x].to_numpy(), m["estimate"].to_numpy(), yerr=err,
+                                fmt="o", ms=4, capsize=3, color=line.get_color())
             ax.set_xlabel("env steps" if x == "env_steps" else "wall-clock time (s)")
-            ax.set_ylabel(f"eval return ({estimator.upper()}, 95% stratified bootstrap CI)")
+            ax.set_ylabel(f"{RETURN_LABELS[source]}\n({estimator.upper()}, 95% stratified "
+                          f"bootstrap CI)", fontsize=8)
             ax.grid(alpha=0.3)
         axes[0].legend(fontsize=7)
-        fig.suptitle(env)
+        fig.suptitle(env if source == "eval_return" else
+                     f"{env} (lines: training episodes; markers: held-out evaluations)")
         fig.tight_layout()
         written += _save(fig, out, f"returns_{env.replace(':', '-')}")
-        tables["env_steps"][tables["env_steps"]["env"] == env].to_csv(
-            out / f"returns_{env.replace(':', '-')}.csv", index=False)
+        table = tables["env_steps"] if marks is None else \
+            pd.concat([tables["env_steps"], marks["env_steps"]], ignore_index=True)
+        table.to_csv(out / f"returns_{env.replace(':', '-')}.csv", index=False)
     return written
 
 
@@ -373,10 +398,13 @@ def plot_trust_region(df, out: Path) -> list[Path]:
 def trust_region_table(df: pd.DataFrame) -> pd.DataFrame:
     """Per group and env: the per-update max |r - 1| and max per-state KL (median and
     largest over every update of every run), and how fast the runs got near the best
-    return any run reached on that env (first eval >= 95% of it: the fraction of runs that
-    got there and the median env steps of those that did)."""
+    return any run reached on that env (first curve point >= 95% of it, of the curves
+    ``plot_returns`` draws, named in ``target_of``: the fraction of runs that got there and
+    the median env steps of those that did)."""
     rows, failed = [], _failed_counts(df)
-    ev = df[df["eval_return"].notna()]
+    sources = {env: curve_source(df[df["env"] == env]) for env in df["env"].unique()}
+    pts = pd.concat([return_points(df[df["env"] == env], src, keys=("env", "group", "run"))
+                     for env, src in sources.items()], ignore_index=True)
     for (group, env), g in df.groupby(["group", "env"]):
         row = {"group": group, "env": env, "runs": g["run"].nunique(),
                "failed_runs": failed.get((env, group), 0)}
@@ -385,10 +413,11 @@ def trust_region_table(df: pd.DataFrame) -> pd.DataFrame:
             if col in upd and upd[col].notna().any():
                 row[f"{col}_median"] = float(upd[col].median())
                 row[f"{col}_largest"] = float(upd[col].max())
-        target = 0.95 * ev[ev["env"] == env]["eval_return"].max()
-        reached = [r["env_steps"][r["eval_return"] >= target].min()
-                   for _, r in ev[(ev["group"] == group) & (ev["env"] == env)].groupby("run")]
+        target = 0.95 * pts[pts["env"] == env]["value"].max()
+        reached = [r["env_steps"][r["value"] >= target].min()
+                   for _, r in pts[(pts["group"] == group) & (pts["env"] == env)].groupby("run")]
         hit = [x for x in reached if np.isfinite(x)]
+        row["target_of"] = sources[env]
         row["target_return"] = float(target)
         row["runs_reaching_target"] = f"{len(hit)}/{len(reached)}"
         row["median_steps_to_target"] = float(np.median(hit)) if hit else float("nan")

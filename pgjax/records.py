@@ -3,7 +3,8 @@
     <out>/<name>/
         config.json              resolved configuration, runs, package versions
         runs/<run_id>/config.json   the run's seed and traced hyperparameters
-        runs/<run_id>/metrics.csv   one row per iteration (eval columns filled after each chunk)
+        runs/<run_id>/metrics.csv   one row per iteration from 0 (eval_* filled where the run
+                                    was evaluated, train_return where episodes ended)
         runs/<run_id>/params.msgpack  latest parameters and normaliser statistics
         runs/<run_id>/status.json   only if the run failed: the update and the error
         checkpoint/              latest training state (orbax), for --resume; removed once
@@ -32,8 +33,8 @@ from flax import serialization
 
 from pgjax.errors import ConfigError
 from pgjax.files import atomic_write_bytes, atomic_write_json  # noqa: F401 (re-exported)
+from pgjax.train import EVAL_KEYS
 
-EVAL_KEYS = ("eval_return", "eval_return_std", "eval_length")
 
 
 def run_id(seed: int, hp: dict, varied: list[str]) -> str:
@@ -89,8 +90,15 @@ class RunRecords:
                 (d / stale).unlink(missing_ok=True)
             run_dirs.append(d)
         atomic_write_json(root / "config.json", {
-            "config": cfg.to_dict(), "grid": grid, "num_iterations": cfg.num_iterations,
+            "config": {**cfg.to_dict(), "resume": False},  # new records: not resumed
+            "grid": grid, "num_iterations": cfg.num_iterations,
             "env_steps_per_run": cfg.num_iterations * cfg.batch_size,
+            "returns": {
+                "eval_return": f"held-out: mean over {cfg.eval_envs} episodes of the "
+                               f"deterministic policy on separate environments, after the "
+                               f"iterations {[c * cfg.eval_every for c in cfg.eval_chunks]}",
+                "train_return": "mean return of the training episodes (stochastic policy) "
+                                "that ended in the update; blank when none ended"},
             "runs": [{"id": d.name, "seed": s, "hparams": hp} for d, (s, hp) in zip(run_dirs, runs)],
             "versions": _versions()})
         return cls(root=root, run_dirs=run_dirs)
@@ -147,17 +155,19 @@ class RunRecords:
             for sink in self.sinks:
                 sink.write(r, rows)
 
-    def write_eval(self, iteration: int, env_steps: int, wall: float, ev: dict) -> None:
-        """The evaluation before training: a row with only eval columns, written together with
-        the first chunk (whose rows fix the CSV's columns)."""
+    def write_eval(self, iteration: int, env_steps: int, wall: float, ev: dict | None) -> None:
+        """The row before training: the evaluation at step 0 (``ev``; blank without one),
+        written together with the first chunk (whose rows fix the CSV's columns)."""
         self.pending_initial = [{"iteration": iteration, "env_steps": env_steps,
                                   "wall_time_s": round(wall, 3),
-                                  **{k: float(ev[k][r]) for k in EVAL_KEYS}}
+                                  **{k: float(ev[k][r]) if ev is not None else ""
+                                     for k in EVAL_KEYS}}
                                  for r in range(len(self.run_dirs))]
 
     def write_chunk(self, first_iter: int, steps_per_iter: int, wall: float, metrics: dict,
                     ev: dict, last_iter: dict | None = None) -> None:
-        """metrics: {name: [R, I]}; ev: {name: [R]} measured after the chunk's last iteration.
+        """metrics: {name: [R, I]}; ev: {name: [R]} measured after the chunk's last iteration
+        (None: the chunk was not evaluated, its eval cells stay blank).
         wall_time_s is the wall clock at the end of the chunk (one value per chunk).
         ``last_iter``: run index -> last update to record (a run that failed in this chunk
         keeps the rows up to and including its failing update)."""
@@ -174,7 +184,7 @@ class RunRecords:
                 row = {"iteration": it, "env_steps": it * steps_per_iter,
                        "wall_time_s": round(wall, 3)}
                 for k in EVAL_KEYS:
-                    row[k] = float(ev[k][r]) if i == n_iter - 1 else ""
+                    row[k] = float(ev[k][r]) if i == n_iter - 1 and ev is not None else ""
                 row.update({k: float(np.asarray(metrics[k])[r, i]) for k in names})
                 rows.append(row)
             rows_per_run.append(rows)

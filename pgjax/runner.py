@@ -2,8 +2,9 @@
 chunk by chunk, with progress lines, evaluation, crash-safe records and checkpoints.
 
 ``run(cfg)`` is three steps: ``_start`` (the program, placement, keys, and either a fresh
-start or a restore from the latest checkpoint), ``_train_chunks`` (the chunk loop: train,
-evaluate, find failed runs, write records, checkpoint) and ``_finish`` (final records, the
+start or a restore from the latest checkpoint), ``_train_chunks`` (the chunk loop: train and,
+at the chunks ``cfg.eval_chunks`` names, evaluate in the same program; find failed runs,
+write records, checkpoint at most every ``checkpoint_seconds``) and ``_finish`` (final records, the
 error for failed runs).
 """
 from __future__ import annotations
@@ -110,11 +111,13 @@ class Placement:
         return jax.tree.map(lambda x: np.asarray(x)[: self.num_runs], jax.device_get(tree))
 
 
-def _single(fn):
+def _single(fn, shared: int = 0):
     """``fn`` on a batch of exactly one run, without ``vmap``: drop the leading run axis of
-    every input, add it back to every output."""
+    every input but the last ``shared`` (one value for every run), add it back to every
+    output."""
     def wrapped(*args):
-        out = fn(*jax.tree.map(lambda x: x[0], args))
+        cut = len(args) - shared
+        out = fn(*jax.tree.map(lambda x: x[0], args[:cut]), *args[cut:])
         return jax.tree.map(lambda x: x[None], out)
     return wrapped
 
@@ -128,11 +131,14 @@ class VmappedRuns:
     def __init__(self, trainer: Trainer):
         self.trainer = trainer
 
-        def both(fn, **kw):
-            return jax.jit(jax.vmap(fn), **kw), jax.jit(_single(fn), **kw)
+        def both(fn, in_axes=0, **kw):  # in_axes None: one value for every run
+            shared = sum(a is None for a in in_axes) if isinstance(in_axes, tuple) else 0
+            return (jax.jit(jax.vmap(fn, in_axes=in_axes), **kw),
+                    jax.jit(_single(fn, shared), **kw))
 
         self._fns = {"init": both(trainer.init),
-                     "chunk": both(trainer.chunk, donate_argnums=0),
+                     "chunk": both(trainer.chunk_evaluated, (0, 0, 0, None, None),
+                                   donate_argnums=0),
                      "evaluate": both(trainer.evaluate),
                      "restart": both(trainer.restart, donate_argnums=0)}
 
@@ -143,8 +149,11 @@ class VmappedRuns:
     def init(self, keys, hps):
         return self._call("init", keys, hps)
 
-    def chunk(self, state, hps):
-        return self._call("chunk", state, hps)
+    def chunk(self, state, hps, keys, evaluate: bool, train: bool = True):
+        """A chunk of every run (``train``; else the state as it is), then (``evaluate``) the
+        evaluation with per-run ``keys``: (state, metrics, eval metrics), NaN for what did
+        not run. The same compiled program for every combination."""
+        return self._call("chunk", state, hps, keys, jnp.asarray(evaluate), jnp.asarray(train))
 
     def evaluate(self, state, keys):
         return self._call("evaluate", state, keys)
@@ -160,7 +169,7 @@ class VmappedRuns:
 
 
 RESUME_IGNORED = ("resume", "overwrite", "quiet", "tensorboard", "wandb", "wandb_project",
-                  "distributed", "shard", "checkpoint_every")
+                  "distributed", "shard", "checkpoint_every", "checkpoint_seconds")
 
 
 def _check_resumable(cfg: TrainConfig, root) -> None:
@@ -275,7 +284,10 @@ def _start(cfg: TrainConfig, trainer: Trainer, say, resuming: bool, steps=()):
                                   f"start the run over")
     if not start:
         records = RunRecords.create(cfg, runs) if writer else None
-        ev = place.get(fns.evaluate(state, eval_keys_at(eval_keys, 0)))
+        ev = None
+        if 0 in cfg.eval_chunks:  # the training program itself, its chunk switched off
+            state, _, ev = fns.chunk(state, hps, eval_keys_at(eval_keys, 0), True, False)
+            ev = place.get(ev)
         if writer:
             records.write_eval(0, 0, time.time() - t0, ev)
     if writer:
@@ -297,22 +309,30 @@ def _progress_line(s: Session, c: int, metrics, ev, failed, seconds: float, wall
     ok = [r for r in range(n) if r not in failed]
     tr = metrics["train_return"][ok]
     tr = tr[np.isfinite(tr)].mean() if np.isfinite(tr).any() else float("nan")
-    er = ev["eval_return"][ok] if ok else np.full(1, np.nan)
+    if ev is None:
+        evaluated = ""
+    else:
+        er = ev["eval_return"][ok] if ok else np.full(1, np.nan)
+        evaluated = (f" | eval return {np.mean(er):8.1f} (min {np.min(er):.1f}, max "
+                     f"{np.max(er):.1f})")
     return (f"  steps {(c + 1) * steps:>10,}/{cfg.num_iterations * cfg.batch_size:,} | "
-            f"{steps * n / seconds:>9,.0f} steps/s | train return {tr:8.1f} | eval return "
-            f"{np.mean(er):8.1f} (min {np.min(er):.1f}, max {np.max(er):.1f}) | {wall:6.0f}s")
+            f"{steps * n / seconds:>9,.0f} steps/s | train return {tr:8.1f}{evaluated} | "
+            f"{wall:6.0f}s")
 
 
 def _train_chunks(s: Session, state, start: int, failed: dict) -> dict:
     """The chunk loop from chunk ``start``: returns the failed runs {index: message}."""
     cfg, records = s.cfg, s.records
+    eval_chunks, last_save = set(cfg.eval_chunks), time.time()
     for c in range(start, cfg.num_chunks):
         if len(failed) == len(s.run_ids):
             break
         tc = time.time()
-        state, metrics = s.fns.chunk(state, s.hps)
-        ev = s.fns.evaluate(state, eval_keys_at(s.eval_keys, c + 1))
+        evaluate = c + 1 in eval_chunks
+        state, metrics, ev = s.fns.chunk(state, s.hps, eval_keys_at(s.eval_keys, c + 1),
+                                         evaluate)
         metrics, ev = s.place.get((metrics, ev))
+        ev = ev if evaluate else None
         wall = time.time() - s.t0
         first_iter = c * cfg.iterations_per_chunk
         active = [r for r in range(len(s.run_ids)) if r not in failed]
@@ -329,10 +349,13 @@ def _train_chunks(s: Session, state, start: int, failed: dict) -> dict:
         saved = s.place.get((state.params, state.obs_stats))  # a collective: every process
         if records is not None:
             records.save_params(*saved)
-        if s.ckpts is not None and ((c + 1) % cfg.checkpoint_every == 0
-                                    or c + 1 == cfg.num_chunks):
+        last = c + 1 == cfg.num_chunks
+        due = (c + 1) % cfg.checkpoint_every == 0 if cfg.checkpoint_every else False
+        if s.ckpts is not None and (last or (due and time.time() - last_save
+                                             >= cfg.checkpoint_seconds)):
             s.ckpts.save(c + 1, state, {"chunk": c + 1, "wall_time_s": wall,
                                         "iteration": (c + 1) * cfg.iterations_per_chunk})
+            last_save = time.time()
     if s.ckpts is not None:
         s.ckpts.close()
     return failed
@@ -352,7 +375,8 @@ def _finish(s: Session, failed: dict, strict: bool):
 
 def run(cfg: TrainConfig, log=None, trainer: Trainer | None = None, strict: bool = True):
     """Train every (seed, hyperparameter) run of ``cfg`` in one vmapped program, chunk by
-    chunk, printing progress, evaluating, writing records and a checkpoint after each chunk.
+    chunk, printing progress and writing records after each chunk, evaluating after the
+    chunks ``cfg.eval_chunks`` names and checkpointing at most every ``checkpoint_seconds``.
     With ``cfg.resume`` it continues from the run directory's latest checkpoint.
 
     A run that fails (non-finite quantity, algorithm error) is recorded as failed and the

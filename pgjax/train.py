@@ -8,6 +8,9 @@ assembled into pure functions of (key, traced hyperparameters).
 - ``iteration(state, hp) -> (state, metrics)``: rollout, batch (GAE), one update
 - ``chunk(state, hp) -> (state, metrics [eval_every])``: ``lax.scan`` over iterations
 - ``evaluate(state, key) -> metrics``: deterministic policy on separate eval environments
+- ``chunk_evaluated(state, hp, key, evaluate, train)``: a chunk (when ``train``), then the
+  evaluation (when ``evaluate``): the host loop's one program, so nothing else compiles at
+  startup and nothing compiles after training starts
 - ``train(key, hp) -> (state, metrics [num_iterations])``: a whole run as one function
 
 Every stage is written once for every policy kind (``pgjax.policies``), agent setting
@@ -39,6 +42,9 @@ from pgjax.policies import (ActorCritic, Forward, frozen_entries, make_actor_cri
                             make_joint_policy, make_recurrent_policy, make_stateful_policy,
                             refold)
 from pgjax.rollout import RolloutCarry, Transition, rollout
+
+
+EVAL_KEYS = ("eval_return", "eval_return_std", "eval_length")  # what ``evaluate`` returns
 
 
 @struct.dataclass
@@ -346,6 +352,30 @@ class Trainer:
         return jax.lax.scan(lambda s, _: self.iteration(s, hp), state, None,
                             length=self.cfg.iterations_per_chunk)
 
+    def chunk_evaluated(self, state: TrainState, hp, key, evaluate, train=True):
+        """``chunk`` (when the traced bool ``train``; else the state unchanged and NaN
+        metrics), then ``evaluate`` of the resulting state when the traced bool ``evaluate``
+        (NaN in its place otherwise): the host loop's one program, for the evaluation before
+        training too. ``lax.cond`` runs only the branch taken, so a chunk without evaluation
+        costs what ``chunk`` does; keep both flags unbatched under ``vmap`` (one value for
+        every run), or both branches run."""
+        nan = lambda tree: jax.tree.map(lambda x: jnp.full(x.shape, jnp.nan, x.dtype), tree)
+        shapes = []  # the metrics' shapes, noted while the chunk branch is traced
+
+        def trained(s):
+            out = self.chunk(s, hp)
+            shapes.append(jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), out[1]))
+            return out
+
+        def untrained(s):  # lax.cond traces the true branch first; a second trace otherwise
+            return s, nan(shapes[0] if shapes else jax.eval_shape(self.chunk, s, hp)[1])
+
+        state, metrics = jax.lax.cond(train, trained, untrained, state)
+        skipped = {k: jax.ShapeDtypeStruct((), jnp.float32) for k in EVAL_KEYS}
+        ev = jax.lax.cond(evaluate, lambda s: self.evaluate(s, key),
+                          lambda s: nan(skipped), state)
+        return state, metrics, ev
+
     def episodes(self, state: TrainState, key, stochastic: bool = False):
         """One episode per eval env from a reset drawn with ``key``, acting with the
         distribution's mode (or, ``stochastic``, sampling with keys split from ``key``) and
@@ -372,11 +402,12 @@ class Trainer:
         return out.ret, out.length
 
     def evaluate(self, state: TrainState, key):
-        """The held-out evaluation recorded after every chunk: mean and std of the return and
+        """The held-out evaluation recorded after a chunk: mean and std of the return and
         the mean length of one deterministic episode per eval env (see ``episodes``)."""
         ret, length = self.episodes(state, key)
-        return {"eval_return": ret.mean(), "eval_return_std": ret.std(),
-                "eval_length": length.mean()}
+        out = {"eval_return": ret.mean(), "eval_return_std": ret.std(),
+               "eval_length": length.mean()}
+        return {k: out[k].astype(jnp.float32) for k in EVAL_KEYS}
 
     def train(self, key, hp):
         """A whole run as one pure function: (key, hp) -> (final state, metrics [I])."""

@@ -177,7 +177,7 @@ def test_kl_penalty_rule_from_the_pieces_trains_resumes_and_records_diagnostics(
     flags = ["train", "--plugins", str(path), "--algo", "klpen", "--env", "jax:cartpole",
              "--num-envs", "8", "--rollout-len", "16", "--eval-every", "2", "--eval-envs", "2",
              "--episode-length", "100", "--steps", str(8 * 16 * 2 * 4), "--checkpoint-every",
-             "1", "--klpen.minibatches", "4", "--klpen.epochs", "2", "--klpen.lr", "1e-3",
+             "1", "--checkpoint-seconds", "0", "--klpen.minibatches", "4", "--klpen.epochs", "2", "--klpen.lr", "1e-3",
              "--grid", "klpen.d_targ=0.002,0.05", "--quiet", "--out", str(tmp_path)]
     assert main([*flags, "--name", "full"]) == 0
     with monkeypatch.context() as m:

@@ -8,7 +8,8 @@ from pgjax.algos import PPOConfig
 
 
 def eval_returns(records):
-    """Per run, the eval returns (deterministic policy, 16 episodes averaged) at every chunk."""
+    """Per run, the eval returns (deterministic policy, --eval-envs episodes averaged) at
+    every evaluation (``evals``: the last chunk only by default)."""
     return [pd.read_csv(d / "metrics.csv")["eval_return"].dropna().to_numpy()
             for d in records.run_dirs]
 
@@ -61,7 +62,7 @@ def test_ppo_categorical_cartpole_reaches_475(tmp_path):
 def test_trust_region_methods_inverted_pendulum_reach_900_within_1m_steps(algo, tmp_path):
     # 24 chunks of 10 iterations x 2048 env steps = 491,520 env steps per seed (<= 1M)
     cfg = TrainConfig(algo=algo, env="brax:inverted_pendulum", seeds=4, steps=491_520,
-                      out=str(tmp_path), name=algo, quiet=True)
+                      evals=25, out=str(tmp_path), name=algo, quiet=True)
     assert cfg.num_iterations * cfg.batch_size <= 1_000_000
     records = run(cfg)
     # "reaches": the best evaluation within the budget. TRPO takes a step of KL = delta every

@@ -201,8 +201,9 @@ def test_recurrent_policy_with_continuous_actions_trains():
     fns = VmappedRuns(trainer)
     keys, ekeys = run_keys(cfg.runs())
     hps = stack_hparams(cfg.runs())
-    state, metrics = fns.chunk(fns.init(keys, hps), hps)
+    state, metrics, ev = fns.chunk(fns.init(keys, hps), hps, ekeys, True)
     assert np.isfinite(np.asarray(metrics["pg_loss"])).all()
+    assert np.isfinite(np.asarray(ev["eval_return"])).all()
     assert np.asarray(fns.evaluate(state, ekeys)["eval_return"]).shape == (2,)
 
 

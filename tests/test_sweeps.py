@@ -29,7 +29,7 @@ from helpers import Interrupt, assert_same_records, interrupting, run_files
 ROOT = Path(__file__).resolve().parents[1]
 
 SMALL = TrainConfig(env="jax:cartpole", num_envs=8, rollout_len=16, eval_every=2, eval_envs=4,
-                    episode_length=100, steps=8 * 16 * 2 * 4, quiet=True,
+                    episode_length=100, steps=8 * 16 * 2 * 4, quiet=True, checkpoint_seconds=0,
                     ppo=PPOConfig(epochs=2, minibatches=4, ent_coef=0.01),
                     fixpo=FixPOConfig(minibatches=4))
 
@@ -60,7 +60,8 @@ def _cli_resume(cfg) -> int:
                  str(cfg.rollout_len), "--eval-every", str(cfg.eval_every), "--eval-envs",
                  str(cfg.eval_envs), "--episode-length", str(cfg.episode_length), "--steps",
                  str(cfg.steps), "--seeds", str(cfg.seeds), "--checkpoint-every",
-                 str(cfg.checkpoint_every), "--ppo.epochs", str(cfg.ppo.epochs),
+                 str(cfg.checkpoint_every), "--checkpoint-seconds", str(cfg.checkpoint_seconds),
+                 "--ppo.epochs", str(cfg.ppo.epochs),
                  "--ppo.minibatches", str(cfg.ppo.minibatches), "--ppo.ent-coef",
                  str(cfg.ppo.ent_coef), "--quiet", "--out", cfg.out, "--name", cfg.name,
                  "--resume"])
@@ -169,6 +170,20 @@ def test_resume_refuses_a_torn_config_json(tmp_path, monkeypatch, capsys):
     assert not (root / "status.json").exists()
 
 
+def test_checkpoints_are_bounded_by_time_and_a_run_killed_before_one_starts_over(
+        tmp_path, monkeypatch):
+    """At the default time-bounded cadence a short run saves only after its last chunk: one
+    killed before that has no checkpoint, and --resume starts it over to records identical
+    to an uninterrupted run (nothing of the first attempt is kept or mixed in)."""
+    cfg = dataclasses.replace(SMALL, out=str(tmp_path), checkpoint_seconds=3600.0)
+    full = run(dataclasses.replace(cfg, name="full"))
+    cut = _cut_run(dataclasses.replace(cfg, name="cut"), monkeypatch, chunks=3)
+    assert not (cut / "checkpoint").exists() or not any(
+        p.name.isdigit() for p in (cut / "checkpoint").iterdir())
+    run(dataclasses.replace(cfg, name="cut", resume=True))
+    assert_same_records(full.root, cut)
+
+
 def test_resume_refuses_a_different_config(tmp_path):
     cfg = dataclasses.replace(SMALL, out=str(tmp_path), name="r", steps=8 * 16 * 2)
     run(cfg)
@@ -181,7 +196,7 @@ def test_gymnasium_run_resumes_and_completes(tmp_path, monkeypatch):
 
     cfg = TrainConfig(env="gym:CartPole-v1", num_envs=2, rollout_len=32, eval_every=2,
                       eval_envs=2, steps=2 * 32 * 2 * 3, quiet=True, out=str(tmp_path),
-                      name="g", ppo=PPOConfig(epochs=1, minibatches=2))
+                      name="g", checkpoint_seconds=0, ppo=PPOConfig(epochs=1, minibatches=2))
     real = runner_mod.VmappedRuns.chunk
     calls = [0]
 
@@ -216,6 +231,7 @@ rollout_len = 16
 eval_every = 2
 eval_envs = 4
 episode_length = 100
+checkpoint_seconds = 0
 "ppo.minibatches" = 4
 "ppo.epochs" = 2
 "trpo.vf_minibatches" = 4

@@ -50,6 +50,37 @@ def test_whole_run_function_equals_chunked_host_loop():
     chex.assert_trees_all_close(final.params, state.params, rtol=1e-5, atol=1e-6)
 
 
+def test_evaluations_run_inside_the_chunk_at_the_chunks_evals_picks(tmp_path):
+    """--evals 1 (default): one evaluation, after the last chunk; --evals 3: step 0, the middle
+    and the end, the other chunks' eval cells blank. The evaluation inside the chunk program
+    equals ``Trainer.evaluate`` of the same state with the same key; a chunk run with
+    evaluate=False trains exactly as one with it."""
+    cfg = dataclasses.replace(SMALL, steps=8 * 16 * 3 * 5, seeds=2, out=str(tmp_path))
+    assert cfg.num_chunks == 5 and cfg.eval_chunks == (5,)
+    assert dataclasses.replace(cfg, evals=3).eval_chunks == (0, 3, 5)  # rounded half up
+    assert dataclasses.replace(cfg, evals=40).eval_chunks == (0, 1, 2, 3, 4, 5)
+    rec = run(dataclasses.replace(cfg, evals=3, name="e3"))
+    df = pd.read_csv(rec.run_dirs[0] / "metrics.csv")
+    evaluated = df.loc[df["eval_return"].notna(), "iteration"].tolist()
+    assert evaluated == [0, 3 * cfg.eval_every, 5 * cfg.eval_every], evaluated
+    default = pd.read_csv(run(dataclasses.replace(cfg, name="e1")).run_dirs[0] / "metrics.csv")
+    train_cols = [c for c in df.columns if not c.startswith("eval_") and c != "wall_time_s"]
+    pd.testing.assert_frame_equal(df[train_cols], default[train_cols])
+    assert default["eval_return"].iloc[-1] == df["eval_return"].iloc[-1]
+
+    fns = VmappedRuns(Trainer(cfg))
+    runs = cfg.runs()
+    keys, ekeys = run_keys(runs)
+    hps = stack_hparams(runs)
+    state = fns.init(keys, hps)
+    after, _, ev = fns.chunk(state, hps, ekeys, True)
+    want = fns.evaluate(after, ekeys)
+    chex.assert_trees_all_equal(ev, want)
+    again, _, skipped = fns.chunk(fns.init(keys, hps), hps, ekeys, False)
+    assert np.isnan(np.asarray(skipped["eval_return"])).all()
+    chex.assert_trees_all_equal(again.params, after.params)
+
+
 @pytest.mark.slow
 def test_same_seed_twice_gives_identical_metrics(tmp_path):
     a = run(dataclasses.replace(SMALL, out=str(tmp_path), name="a", seeds=2))
@@ -62,14 +93,30 @@ def test_same_seed_twice_gives_identical_metrics(tmp_path):
     assert len(fa) == SMALL.num_iterations + 1
 
 
-def test_training_chunk_compiles_once_across_chunks(tmp_path):
-    cfg = dataclasses.replace(SMALL, out=str(tmp_path), name="c", seeds=2)
+def test_training_chunk_compiles_once_across_chunks(tmp_path, monkeypatch):
+    """Two programs for the whole host loop, each compiled once: init, and the chunk that
+    also runs the evaluations (here at step 0, mid-run and the end)."""
+    import pgjax.runner as runner_mod
+
+    cfg = dataclasses.replace(SMALL, out=str(tmp_path), name="c", seeds=2, evals=3)
     assert cfg.num_chunks == 3
     trainer = Trainer(cfg)
     # chex.assert_max_traces raises if a function is traced a second time
     for name in ("init", "chunk", "evaluate", "learn"):
         setattr(trainer, name, chex.assert_max_traces(getattr(trainer, name), n=1))
+    made = []
+    real = runner_mod.VmappedRuns
+
+    class Kept(real):
+        def __init__(self, t):
+            super().__init__(t)
+            made.append(self)
+
+    monkeypatch.setattr(runner_mod, "VmappedRuns", Kept)
     run(cfg, trainer=trainer)
+    compiled = {name: [f._cache_size() for f in fns] for name, fns in made[0]._fns.items()}
+    assert compiled["init"] == [1, 0] and compiled["chunk"] == [1, 0], compiled
+    assert compiled["evaluate"] == [0, 0], compiled
 
 
 def test_records_directory(tmp_path):
@@ -86,7 +133,9 @@ def test_records_directory(tmp_path):
                 "clip_frac", "entropy", "v_loss", "explained_variance", "grad_norm", "grad_steps",
                 "train_return"):
         assert col in df.columns, col
-    assert df["eval_return"].notna().sum() == cfg.num_chunks + 1
+    # the default --evals 1: one held-out evaluation, after the last chunk
+    assert df["eval_return"].notna().sum() == 1 and df["eval_return"].notna().iloc[-1]
+    assert df["iteration"].tolist() == list(range(cfg.num_iterations + 1))
     assert (df["grad_steps"].iloc[1:] == 2 * 4).all()
     lr_run = json.loads((rec.run_dirs[0] / "config.json").read_text())
     assert lr_run["hparams"]["ppo.lr"] == 1e-3
