@@ -2,8 +2,9 @@
 
 For each environment and setting, back to back on the same machine:
 
-1. **bare**: a fresh process that builds the ``Trainer`` and runs ``jit(vmap(Trainer.train))``
-   for the same env steps and seeds (no evaluation, records or checkpoints): its startup
+1. **bare**: a fresh process that builds the ``Trainer`` and runs ``jit(Trainer.train)`` (``vmap``ped
+   over the runs when there are several, as ``pgjax train`` does) for the same env steps and
+   seeds (no evaluation, records or checkpoints): its startup
    (interpreter, imports, environment, compilation) and its run time;
 2. **pgjax train, first run**: the CLI at its defaults (evaluation, records, checkpoints,
    progress), with an empty compilation cache: whole-process time, and its training time
@@ -57,7 +58,11 @@ runs = cfg.runs()
 from pgjax.runner import run_keys, stack_hparams
 keys, _ = run_keys(runs)
 hps = stack_hparams(runs)
-train = jax.jit(jax.vmap(trainer.train))
+if len(runs) == 1:  # one run: the unbatched program, as pgjax train compiles it
+    keys, hps = keys[0], jax.tree.map(lambda x: x[0], hps)
+    train = jax.jit(trainer.train)
+else:
+    train = jax.jit(jax.vmap(trainer.train))
 t = time.time()
 compiled = train.lower(keys, hps).compile()
 compile_s = time.time() - t

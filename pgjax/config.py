@@ -211,8 +211,8 @@ class TrainConfig:
     """Print no progress lines."""
     checkpoint_every: int = 1
     """Save the whole training state (orbax), for --resume, at chunk boundaries that are a
-    multiple of this, at most once per --checkpoint-seconds, and after the last chunk; 0:
-    never."""
+    multiple of this, at most once per --checkpoint-seconds (none after the last chunk: the
+    run finishes there); 0: never."""
     checkpoint_seconds: float = 120.0
     """At most one checkpoint per this many seconds of wall clock, so a kill costs at most
     about this much training to redo; 0: at every --checkpoint-every chunks."""

@@ -320,44 +320,77 @@ def _progress_line(s: Session, c: int, metrics, ev, failed, seconds: float, wall
             f"{wall:6.0f}s")
 
 
-def _train_chunks(s: Session, state, start: int, failed: dict) -> dict:
-    """The chunk loop from chunk ``start``: returns the failed runs {index: message}."""
+class FinishedChunk(NamedTuple):
+    """A chunk's results fetched to the host, waiting to be recorded."""
+
+    index: int
+    seconds: float  # from its dispatch to its results on the host
+    wall: float  # the run's wall clock when its results arrived
+    metrics: dict  # {name: [R, I]}
+    ev: Any  # {name: [R]}, or None when the chunk was not evaluated
+    saved: Any  # (params, obs_stats) after the chunk, on the host
+
+
+def _record(s: Session, done: FinishedChunk, failed: dict) -> None:
+    """A finished chunk's records: its failures, metrics rows, progress line and parameters."""
     cfg, records = s.cfg, s.records
-    eval_chunks, last_save = set(cfg.eval_chunks), time.time()
-    for c in range(start, cfg.num_chunks):
-        if len(failed) == len(s.run_ids):
-            break
-        tc = time.time()
-        evaluate = c + 1 in eval_chunks
-        state, metrics, ev = s.fns.chunk(state, s.hps, eval_keys_at(s.eval_keys, c + 1),
-                                         evaluate)
-        metrics, ev = s.place.get((metrics, ev))
-        ev = ev if evaluate else None
-        wall = time.time() - s.t0
-        first_iter = c * cfg.iterations_per_chunk
-        active = [r for r in range(len(s.run_ids)) if r not in failed]
-        new_failures = find_failures(cfg, metrics, first_iter, s.run_ids, active)
-        if records is not None:
-            records.write_chunk(first_iter, cfg.batch_size, wall, metrics, ev,
-                                {r: u for r, (u, _) in new_failures.items()})
-            for r, (update, message) in new_failures.items():
-                records.mark_failed(r, update, message)
-        for r, (_, message) in new_failures.items():
-            failed[r] = message
-            s.say(f"  run failed: {message}")
-        s.say(_progress_line(s, c, metrics, ev, failed, time.time() - tc, wall))
-        saved = s.place.get((state.params, state.obs_stats))  # a collective: every process
-        if records is not None:
-            records.save_params(*saved)
-        last = c + 1 == cfg.num_chunks
-        due = (c + 1) % cfg.checkpoint_every == 0 if cfg.checkpoint_every else False
-        if s.ckpts is not None and (last or (due and time.time() - last_save
-                                             >= cfg.checkpoint_seconds)):
-            s.ckpts.save(c + 1, state, {"chunk": c + 1, "wall_time_s": wall,
-                                        "iteration": (c + 1) * cfg.iterations_per_chunk})
-            last_save = time.time()
-    if s.ckpts is not None:
-        s.ckpts.close()
+    first_iter = done.index * cfg.iterations_per_chunk
+    active = [r for r in range(len(s.run_ids)) if r not in failed]
+    new_failures = find_failures(cfg, done.metrics, first_iter, s.run_ids, active)
+    if records is not None:
+        records.write_chunk(first_iter, cfg.batch_size, done.wall, done.metrics, done.ev,
+                            {r: u for r, (u, _) in new_failures.items()})
+        for r, (update, message) in new_failures.items():
+            records.mark_failed(r, update, message)
+    for r, (_, message) in new_failures.items():
+        failed[r] = message
+        s.say(f"  run failed: {message}")
+    s.say(_progress_line(s, done.index, done.metrics, done.ev, failed, done.seconds, done.wall))
+    if records is not None:
+        records.save_params(*done.saved)
+
+
+def _train_chunks(s: Session, state, start: int, failed: dict) -> dict:
+    """The chunk loop from chunk ``start``: returns the failed runs {index: message}.
+
+    Pipelined: each chunk is dispatched before the previous one is recorded, so the records
+    are written while the device trains. The parameters are fetched before the next dispatch
+    (which donates the state). A chunk that is checkpointed is recorded first, so the records
+    always reach the newest checkpoint (a resume cuts them back to it, never forward); the
+    chunk still waiting when anything raises is recorded on the way out."""
+    cfg = s.cfg
+    eval_chunks, last_save, pending = set(cfg.eval_chunks), time.time(), None
+    try:
+        for c in range(start, cfg.num_chunks):
+            if len(failed) == len(s.run_ids):
+                break
+            tc = time.time()
+            evaluate = c + 1 in eval_chunks
+            state, metrics, ev = s.fns.chunk(state, s.hps, eval_keys_at(s.eval_keys, c + 1),
+                                             evaluate)  # dispatched: runs while we record
+            if pending is not None:
+                todo, pending = pending, None
+                _record(s, todo, failed)
+            # a collective: every process fetches
+            metrics, ev, saved = s.place.get((metrics, ev, (state.params, state.obs_stats)))
+            done = FinishedChunk(c, time.time() - tc, time.time() - s.t0, metrics,
+                                 ev if evaluate else None, saved)
+            # none after the last chunk: its records are final and the run finishes next
+            due = cfg.checkpoint_every and (c + 1) % cfg.checkpoint_every == 0 \
+                and c + 1 < cfg.num_chunks
+            if s.ckpts is not None and due and time.time() - last_save >= cfg.checkpoint_seconds:
+                _record(s, done, failed)
+                s.ckpts.save(c + 1, state, {"chunk": c + 1, "wall_time_s": done.wall,
+                                            "iteration": (c + 1) * cfg.iterations_per_chunk})
+                last_save = time.time()
+            else:
+                pending = done
+    finally:
+        if pending is not None:
+            todo, pending = pending, None
+            _record(s, todo, failed)
+        if s.ckpts is not None:
+            s.ckpts.close()
     return failed
 
 

@@ -43,6 +43,9 @@ BAD = [
     (["--init-log-std", "nan"], "init_log_std must be a finite number"),
     (["--z-std", "inf"], "z_std must be a finite number"),
     (["--grid", "ppo.lr=1e-3,nan"], "lr must be a finite number"),
+    (["--evals", "0"], "evals must be >= 1"),
+    (["--checkpoint-seconds", "-5"], "checkpoint_seconds must be >= 0"),
+    (["--checkpoint-seconds", "nan"], "checkpoint_seconds must be >= 0"),
 ]
 
 

@@ -6,6 +6,7 @@ Actions live in [-1, 1] (Brax's normalised actuator range) and are clipped there
 """
 from __future__ import annotations
 
+import functools
 import warnings
 
 from pgjax.errors import ConfigError
@@ -46,6 +47,28 @@ def brax_env_names() -> list[str]:
     return sorted(import_brax().envs._envs.keys())
 
 
+@functools.lru_cache(maxsize=None)
+def _brax_env(name: str, backend: str):
+    """Brax's environment ``name`` on ``backend``, built once per process (a training and an
+    evaluation env, or a sweep's groups, share it), with its reset and step jitted, so each is
+    traced from Python once: every later use under ``vmap``, at any number of envs, batches
+    the traced program instead of tracing Brax's pipeline again (seconds per trace). Returns
+    (env, reset, step, observation size)."""
+    import jax
+
+    brax_envs = import_brax().envs
+    with warnings.catch_warnings():
+        # Brax warns on every environment build that it is in maintenance mode; pgjax uses its
+        # environments only, and says so in its docs.
+        warnings.filterwarnings("ignore", message="Brax System, piplines")
+        env = brax_envs.get_environment(name, backend=backend)
+    reset, step = jax.jit(env.reset), jax.jit(env.step)
+    # the observation size by tracing reset abstractly: Brax's ``observation_size`` runs an
+    # un-jitted reset op by op, which costs seconds per environment build
+    obs_size = jax.eval_shape(reset, jax.random.PRNGKey(0)).obs.shape[-1]
+    return env, reset, step, obs_size
+
+
 def make_brax_env(name: str, num_envs: int, episode_length: int = 1000,
                   backend: str = "generalized") -> VectorEnv:
     known = brax_env_names()
@@ -55,26 +78,16 @@ def make_brax_env(name: str, num_envs: int, episode_length: int = 1000,
     if backend not in BACKENDS:
         raise ConfigError(f"unknown Brax backend '{backend}'; pass --backend with one of: "
                           f"{', '.join(BACKENDS)}")
-    brax_envs = import_brax().envs
-    with warnings.catch_warnings():
-        # Brax warns on every environment build that it is in maintenance mode; pgjax uses its
-        # environments only, and says so in its docs.
-        warnings.filterwarnings("ignore", message="Brax System, piplines")
-        env = brax_envs.get_environment(name, backend=backend)
+    env, reset, step, obs_size = _brax_env(name, backend)
 
     def reset1(key):
-        s = env.reset(key)
+        s = reset(key)
         return s, s.obs
 
     def step1(s, action):
-        s = env.step(s, action)
+        s = step(s, action)
         return s, s.obs, s.reward, s.done > 0.5
 
-    # the observation size by tracing reset abstractly: Brax's ``observation_size`` runs an
-    # un-jitted reset op by op, which costs seconds per environment build
-    import jax
-
-    obs_size = jax.eval_shape(env.reset, jax.random.PRNGKey(0)).obs.shape[-1]
     spec = EnvSpec(name=f"brax:{name}", obs_shape=(obs_size,),
                    action=ActionSpace("box", env.action_size, -1.0, 1.0),
                    num_envs=num_envs, max_episode_steps=episode_length)
