@@ -155,7 +155,7 @@ class RunRecords:
             for sink in self.sinks:
                 sink.write(r, rows)
 
-    def write_eval(self, iteration: int, env_steps: int, wall: float, ev: dict | None) -> None:
+    def write_initial(self, iteration: int, env_steps: int, wall: float, ev: dict | None) -> None:
         """The row before training: the evaluation at step 0 (``ev``; blank without one),
         written together with the first chunk (whose rows fix the CSV's columns)."""
         self.pending_initial = [{"iteration": iteration, "env_steps": env_steps,

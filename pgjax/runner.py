@@ -289,7 +289,7 @@ def _start(cfg: TrainConfig, trainer: Trainer, say, resuming: bool, steps=()):
             state, _, ev = fns.chunk(state, hps, eval_keys_at(eval_keys, 0), True, False)
             ev = place.get(ev)
         if writer:
-            records.write_eval(0, 0, time.time() - t0, ev)
+            records.write_initial(0, 0, time.time() - t0, ev)
     if writer:
         records.sinks = make_sinks(cfg, records.run_dirs, root)
     run_ids = [d.name for d in records.run_dirs] if writer else \
@@ -360,6 +360,13 @@ def _train_chunks(s: Session, state, start: int, failed: dict) -> dict:
     chunk still waiting when anything raises is recorded on the way out."""
     cfg = s.cfg
     eval_chunks, last_save, pending = set(cfg.eval_chunks), time.time(), None
+
+    def record_pending():
+        nonlocal pending
+        if pending is not None:
+            todo, pending = pending, None  # never recorded twice, even if recording raises
+            _record(s, todo, failed)
+
     try:
         for c in range(start, cfg.num_chunks):
             if len(failed) == len(s.run_ids):
@@ -368,9 +375,7 @@ def _train_chunks(s: Session, state, start: int, failed: dict) -> dict:
             evaluate = c + 1 in eval_chunks
             state, metrics, ev = s.fns.chunk(state, s.hps, eval_keys_at(s.eval_keys, c + 1),
                                              evaluate)  # dispatched: runs while we record
-            if pending is not None:
-                todo, pending = pending, None
-                _record(s, todo, failed)
+            record_pending()
             # a collective: every process fetches
             metrics, ev, saved = s.place.get((metrics, ev, (state.params, state.obs_stats)))
             done = FinishedChunk(c, time.time() - tc, time.time() - s.t0, metrics,
@@ -386,9 +391,7 @@ def _train_chunks(s: Session, state, start: int, failed: dict) -> dict:
             else:
                 pending = done
     finally:
-        if pending is not None:
-            todo, pending = pending, None
-            _record(s, todo, failed)
+        record_pending()
         if s.ckpts is not None:
             s.ckpts.close()
     return failed

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from pgjax.envs import ConfigError, make_env
-from pgjax.envs.mabrax import (MABRAX, _brax_env, body_layout, mabrax_partition,
+from pgjax.envs.brax_env import brax_environment
+from pgjax.envs.mabrax import (MABRAX, body_layout, mabrax_partition,
                                partition_table)
 from pgjax.envs.multiagent import MultiAgentEnv
 
@@ -59,7 +60,7 @@ def obs_response():
     """body -> (joint name -> (obs entries moved by its qpos, by its qvel), root entries)."""
     out = {}
     for body in BODIES:
-        env = _brax_env(body)
+        env = brax_environment(body)[0]
         m = env.sys.mj_model
         q0, qd0 = np.asarray(env.sys.init_q, np.float32), np.zeros(m.nv, np.float32)
         # one row per qpos coordinate, then one per degree of freedom
@@ -94,7 +95,7 @@ def obs_response():
 @pytest.mark.parametrize("name", NAMES)
 def test_actions_cover_the_body_by_joint_name(name):
     split = MABRAX[name]
-    env = _brax_env(split.body)
+    env = brax_environment(split.body)[0]
     m = env.sys.mj_model
     part = mabrax_partition(name)
     # actuator -> joint name, as Brax applies actions (actuator dof) ...

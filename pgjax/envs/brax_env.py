@@ -48,7 +48,7 @@ def brax_env_names() -> list[str]:
 
 
 @functools.lru_cache(maxsize=None)
-def _brax_env(name: str, backend: str):
+def brax_environment(name: str, backend: str = "generalized"):
     """Brax's environment ``name`` on ``backend``, built once per process (a training and an
     evaluation env, or a sweep's groups, share it), with its reset and step jitted, so each is
     traced from Python once: every later use under ``vmap``, at any number of envs, batches
@@ -78,7 +78,7 @@ def make_brax_env(name: str, num_envs: int, episode_length: int = 1000,
     if backend not in BACKENDS:
         raise ConfigError(f"unknown Brax backend '{backend}'; pass --backend with one of: "
                           f"{', '.join(BACKENDS)}")
-    env, reset, step, obs_size = _brax_env(name, backend)
+    env, reset, step, obs_size = brax_environment(name, backend)
 
     def reset1(key):
         s = reset(key)

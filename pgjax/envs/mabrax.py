@@ -29,12 +29,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import warnings
 from typing import NamedTuple
 
 import numpy as np
 
-from pgjax.envs.brax_env import make_brax_env
+from pgjax.envs.brax_env import brax_environment, make_brax_env
 from pgjax.errors import ConfigError
 from pgjax.envs.core import ActionSpace
 from pgjax.envs.multiagent import MultiAgentEnv, Partition, pad_indices
@@ -91,22 +90,13 @@ def _split(name: str) -> Split:
 
 
 @functools.lru_cache(maxsize=None)
-def _brax_env(body: str):
-    from pgjax.envs.brax_env import import_brax
-
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Brax System, piplines")
-        return import_brax().envs.get_environment(body)
-
-
-@functools.lru_cache(maxsize=None)
 def body_layout(body: str) -> BodyLayout:
     """Read the observation / action layout of a Brax body off its MuJoCo model."""
     import jax
     import jax.numpy as jnp
     import mujoco
 
-    env = _brax_env(body)
+    env = brax_environment(body)[0]
     m = env.sys.mj_model
     jt = mujoco.mjtJoint
     free, ball, slide, hinge = (int(t) for t in (jt.mjJNT_FREE, jt.mjJNT_BALL,
