@@ -11,7 +11,16 @@ from pgjax.errors import ConfigError
 from pgjax.envs import make_env
 from pgjax.runner import run
 from pgjax.train import Trainer, TrainState
-from pgjax.trained import load_policy
+
+
+def __getattr__(name):
+    # ``load_policy`` on first use: its module imports pandas, which a training run never needs
+    if name == "load_policy":
+        from pgjax.trained import load_policy
+
+        return load_policy
+    raise AttributeError(f"module 'pgjax' has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 __all__ = ["ConfigError", "TrainConfig", "TrainState", "Trainer", "enable_compile_cache",

@@ -13,8 +13,6 @@ import hashlib
 import json
 from pathlib import Path
 
-import orbax.checkpoint as ocp
-
 from pgjax.files import atomic_write_json
 
 DIGESTS = "sha256.json"  # {step: {file: sha256}}, next to the step directories
@@ -61,13 +59,25 @@ def verified_steps(directory) -> tuple[list[int], dict]:
 
 
 class Checkpoints:
+    """The checkpoints of one run directory. Orbax (slow to import) and its manager are set
+    up at the first save or restore: a run too short to checkpoint never pays for them."""
+
     def __init__(self, directory, max_to_keep: int = 2):
         self.directory = Path(directory).absolute()
-        self.manager = ocp.CheckpointManager(
-            self.directory,
-            options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep,
-                                                 enable_async_checkpointing=False,
-                                                 create=True))
+        self.max_to_keep = max_to_keep
+        self._manager = None
+
+    @property
+    def manager(self):
+        if self._manager is None:
+            import orbax.checkpoint as ocp
+
+            self._manager = ocp.CheckpointManager(
+                self.directory,
+                options=ocp.CheckpointManagerOptions(max_to_keep=self.max_to_keep,
+                                                     enable_async_checkpointing=False,
+                                                     create=True))
+        return self._manager
 
     def latest(self) -> int | None:
         return self.manager.latest_step()
@@ -75,6 +85,8 @@ class Checkpoints:
     def save(self, step: int, state, meta: dict) -> None:
         """Save and record the checksums of the step's files (written atomically after the
         step is complete, so a step without its checksums is never trusted)."""
+        import orbax.checkpoint as ocp
+
         self.manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
                                                         meta=ocp.args.JsonSave(meta)))
         self.manager.wait_until_finished()
@@ -90,9 +102,12 @@ class Checkpoints:
 
     def restore(self, step: int, target):
         """(state, meta) of checkpoint ``step``; ``target`` gives structure, dtypes, sharding."""
+        import orbax.checkpoint as ocp
+
         out = self.manager.restore(step, args=ocp.args.Composite(
             state=ocp.args.StandardRestore(target), meta=ocp.args.JsonRestore()))
         return out.state, out.meta
 
     def close(self) -> None:
-        self.manager.close()
+        if self._manager is not None:
+            self._manager.close()

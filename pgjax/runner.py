@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pgjax.compile_cache import StoredProgram, program_dir
 from pgjax.config import TrainConfig
 from pgjax.errors import ConfigError, TrainingError
 from pgjax.train import Trainer
@@ -126,21 +127,29 @@ class VmappedRuns:
     """Jitted entry points over a batch of runs (leading run axis on every input and output),
     vmapped over the runs. A batch of one run calls the unbatched functions instead: same
     numbers, and a shorter compilation (batching a Brax simulator step over an extra axis
-    adds about 2.5 s of compile time on the CPU). Each compiles once per batch size."""
+    adds about 2.5 s of compile time on the CPU). Each compiles once per batch size.
 
-    def __init__(self, trainer: Trainer):
+    With a ``program_key`` (what decides the trainer's functions: see ``program_key``) and
+    the compilation cache on, each is a ``StoredProgram``: its traced program is kept on
+    disk, so a rerun of the same configuration skips tracing and lowering."""
+
+    def __init__(self, trainer: Trainer, program_key: str | None = None):
         self.trainer = trainer
+        directory = program_dir() if program_key is not None else None
 
-        def both(fn, in_axes=0, **kw):  # in_axes None: one value for every run
+        def both(name, fn, in_axes=0, donate_argnums=()):  # in_axes None: one value for all
             shared = sum(a is None for a in in_axes) if isinstance(in_axes, tuple) else 0
-            return (jax.jit(jax.vmap(fn, in_axes=in_axes), **kw),
-                    jax.jit(_single(fn, shared), **kw))
+            fns = {"batched": jax.vmap(fn, in_axes=in_axes), "single": _single(fn, shared)}
+            if directory is None:
+                return tuple(jax.jit(f, donate_argnums=donate_argnums) for f in fns.values())
+            return tuple(StoredProgram(f, f"{program_key}|{name}|{kind}", directory,
+                                       donate_argnums) for kind, f in fns.items())
 
-        self._fns = {"init": both(trainer.init),
-                     "chunk": both(trainer.chunk_evaluated, (0, 0, 0, None, None),
-                                   donate_argnums=0),
-                     "evaluate": both(trainer.evaluate),
-                     "restart": both(trainer.restart, donate_argnums=0)}
+        self._fns = {"init": both("init", trainer.init),
+                     "chunk": both("chunk", trainer.chunk_evaluated, (0, 0, 0, None, None),
+                                   donate_argnums=(0,)),
+                     "evaluate": both("evaluate", trainer.evaluate),
+                     "restart": both("restart", trainer.restart, donate_argnums=(0,))}
 
     def _call(self, name, *args):
         batched, single = self._fns[name]
@@ -170,6 +179,27 @@ class VmappedRuns:
 
 RESUME_IGNORED = ("resume", "overwrite", "quiet", "tensorboard", "wandb", "wandb_project",
                   "distributed", "shard", "checkpoint_every", "checkpoint_seconds")
+
+
+# options that change nothing in the compiled functions (besides RESUME_IGNORED): where the
+# records go, which chunks evaluate, and the seeds (the run keys are inputs)
+PROGRAM_IGNORED = (*RESUME_IGNORED, "name", "out", "evals", "seed")
+
+
+def program_key(cfg: TrainConfig, trainer: Trainer, place: Placement) -> str | None:
+    """The key under which the functions of a trainer that ``run`` built from ``cfg`` are
+    stored (``StoredProgram``): the config without what only the host loop reads; None where
+    storing is not sound or not possible: a plugin rule (its code is not in the key), host
+    environments (their callbacks do not export), and runs sharded over several devices or
+    processes."""
+    from pgjax.algos import BUILTIN
+
+    if (program_dir() is None or cfg.plugins
+            or cfg.rule not in BUILTIN or trainer.env.spec.host or place.num_devices > 1
+            or jax.process_count() > 1):
+        return None
+    d = {k: v for k, v in cfg.to_dict().items() if k not in PROGRAM_IGNORED}
+    return json.dumps(d, sort_keys=True, default=str)
 
 
 def _check_resumable(cfg: TrainConfig, root) -> None:
@@ -245,8 +275,10 @@ class Session(NamedTuple):
 eval_keys_at = jax.jit(jax.vmap(jax.random.fold_in, (0, None)))  # (run keys, chunk index)
 
 
-def _start(cfg: TrainConfig, trainer: Trainer, say, resuming: bool, steps=()):
-    """The program and placement, then a fresh start (records created, evaluation at step 0)
+def _start(cfg: TrainConfig, trainer: Trainer, say, resuming: bool, steps=(),
+           stored: bool = False):
+    """The program (kept on disk with ``stored``: ``trainer`` was built from ``cfg``) and
+    placement, then a fresh start (records created, evaluation at step 0)
     or the newest of the verified checkpoint ``steps`` that restores. Returns (session, state, first chunk, wall clock
     already spent, failed runs)."""
     from pgjax.checkpoint import Checkpoints
@@ -258,7 +290,7 @@ def _start(cfg: TrainConfig, trainer: Trainer, say, resuming: bool, steps=()):
     place = Placement(len(runs), cfg.shard and not trainer.env.spec.host)
     train_keys, eval_keys = run_keys(runs)
     hps, train_keys, eval_keys = place.put((stack_hparams(runs), train_keys, eval_keys))
-    fns = VmappedRuns(trainer)
+    fns = VmappedRuns(trainer, program_key(cfg, trainer, place) if stored else None)
     t0 = time.time()
     state = fns.init(train_keys, hps)
     ckpts, start, wall0, records = None, 0, 0.0, None
@@ -435,9 +467,10 @@ def run(cfg: TrainConfig, log=None, trainer: Trainer | None = None, strict: bool
                 say(f"pgjax: {root} is already finished; nothing to resume")
                 return run_records.RunRecords.reopen(root, cfg.num_iterations)
         steps = _verified_checkpoints(cfg, root) if resuming else []
-        trainer = trainer or Trainer(cfg)
+        # a trainer given may have been altered (its methods wrapped): never stored
+        stored, trainer = trainer is None, trainer or Trainer(cfg)
         try:
-            session, state, start, failed = _start(cfg, trainer, say, resuming, steps)
+            session, state, start, failed = _start(cfg, trainer, say, resuming, steps, stored)
             failed = _train_chunks(session, state, start, failed)
         finally:
             trainer.close()

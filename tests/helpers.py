@@ -51,8 +51,8 @@ def interrupting(monkeypatch, after_chunks: int):
     real = train_mod.VmappedRuns
 
     class Crashing(real):
-        def __init__(self, trainer):
-            super().__init__(trainer)
+        def __init__(self, trainer, *args):
+            super().__init__(trainer, *args)
             chunk, calls = self.chunk, [0]
 
             def counted(*a, **k):

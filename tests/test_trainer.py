@@ -108,8 +108,8 @@ def test_training_chunk_compiles_once_across_chunks(tmp_path, monkeypatch):
     real = runner_mod.VmappedRuns
 
     class Kept(real):
-        def __init__(self, t):
-            super().__init__(t)
+        def __init__(self, t, *args):
+            super().__init__(t, *args)
             made.append(self)
 
     monkeypatch.setattr(runner_mod, "VmappedRuns", Kept)
