@@ -20,3 +20,12 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 def atomic_write_json(path: Path, obj) -> None:
     atomic_write_bytes(path, (json.dumps(obj, indent=2, default=str) + "\n").encode())
+
+
+def remove_stale_temporaries(directory: Path) -> None:
+    """Delete what ``atomic_write_bytes`` leaves behind when a process is killed between
+    writing its temporary file and renaming it (``.<name>.<pid>.tmp``): on a resume, by the
+    process that holds the run directory's lock, so no writer is still at work."""
+    for path in Path(directory).rglob(".*.tmp"):
+        if path.is_file():
+            path.unlink(missing_ok=True)

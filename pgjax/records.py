@@ -32,7 +32,8 @@ from filelock import FileLock, Timeout
 from flax import serialization
 
 from pgjax.errors import ConfigError
-from pgjax.files import atomic_write_bytes, atomic_write_json  # noqa: F401 (re-exported)
+from pgjax.files import (atomic_write_bytes, atomic_write_json,  # noqa: F401 (re-exported)
+                         remove_stale_temporaries)
 from pgjax.train import EVAL_KEYS
 
 
@@ -108,6 +109,7 @@ class RunRecords:
         """The records of an interrupted run, cut back to ``upto_iteration`` (the iteration of
         the checkpoint it resumes from); failures recorded before that point are kept."""
         root = Path(root)
+        remove_stale_temporaries(root)  # the killed process's half-written files
         cfg = json.loads((root / "config.json").read_text())
         run_dirs = [root / "runs" / r["id"] for r in cfg["runs"]]
         rows, failed, columns = [], {}, None

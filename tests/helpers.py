@@ -36,7 +36,7 @@ def run_files(root: Path) -> dict:
 
 def assert_same_records(a: Path, b: Path):
     fa, fb = run_files(a), run_files(b)
-    assert sorted(fa) == sorted(fb)
+    assert sorted(fa) == sorted(fb), sorted(set(fa) ^ set(fb))
     for k in fa:
         assert fa[k] == fb[k], k
 

@@ -47,6 +47,8 @@ def test_resumed_run_matches_uninterrupted_run(algo, tmp_path, monkeypatch):
     assert not (cut / "status.json").exists()
     rows = pd.read_csv(next((cut / "runs").iterdir()) / "metrics.csv")
     assert rows["iteration"].max() == 2 * cfg.eval_every  # two chunks recorded, then the crash
+    # what a kill between an atomic write's temporary file and its rename leaves behind
+    (next((cut / "runs").iterdir()) / ".params.msgpack.4242.tmp").write_bytes(b"half")
     resumed = run(dataclasses.replace(cfg, name="cut", resume=True))
     assert resumed.root == cut
     assert_same_records(full.root, cut)  # metrics (all columns but wall time), params, summary
