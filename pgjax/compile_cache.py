@@ -144,10 +144,11 @@ class StoredProgram:
 
     def _program(self, args, leaves, tree, signature):
         import jax
+        import numpy as np
 
-        donated = [i for a in self.donate_argnums for i in range(
-            sum(len(jax.tree.leaves(x)) for x in args[:a]),
-            sum(len(jax.tree.leaves(x)) for x in args[:a + 1]))]
+        # argument a's leaves are leaves[first[a]:first[a + 1]]
+        first = np.cumsum([0, *(len(jax.tree.leaves(x)) for x in args)])
+        donated = [i for a in self.donate_argnums for i in range(first[a], first[a + 1])]
         path = self._path(signature)
         loaded = _load(path)
         if loaded is None:
