@@ -373,6 +373,16 @@ assert (p.num_devices, p.padded) == ((4, 8) if spec["config"]["shard"] else (1, 
 """
 
 
+def _assert_same_records(ma: pd.DataFrame, mb: pd.DataFrame) -> None:
+    """The same runs placed differently give the same records up to float32 reordering: the
+    per-device batch width changes how XLA vectorises reductions, so last-bit differences
+    grow over a few optimiser steps (3e-4 relative seen on one CI machine). A placement bug (a
+    run given another seed or another run's data) differs at order one, far above this."""
+    assert list(ma.columns) == list(mb.columns) and len(ma) == len(mb)
+    np.testing.assert_allclose(ma.to_numpy(float), mb.to_numpy(float), rtol=2e-3, atol=1e-4,
+                               equal_nan=True, err_msg=f"columns: {list(ma.columns)}")
+
+
 @pytest.mark.slow
 def test_sweep_sharded_over_four_devices_equals_unsharded(tmp_path):
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
@@ -387,8 +397,7 @@ def test_sweep_sharded_over_four_devices_equals_unsharded(tmp_path):
         for r in runs:
             ma = pd.read_csv(a / r / "metrics.csv").drop(columns="wall_time_s")
             mb = pd.read_csv(b / r / "metrics.csv").drop(columns="wall_time_s")
-            np.testing.assert_allclose(ma.to_numpy(float), mb.to_numpy(float), rtol=1e-4,
-                                       atol=1e-5, equal_nan=True)
+            _assert_same_records(ma, mb)
 
 
 def _free_port() -> int:
@@ -426,9 +435,7 @@ def test_two_processes_with_jax_distributed_equal_one_process(tmp_path):
         for r in runs:
             ma = pd.read_csv(a / "runs" / r / "metrics.csv").drop(columns="wall_time_s")
             mb = pd.read_csv(b / "runs" / r / "metrics.csv").drop(columns="wall_time_s")
-            assert list(ma.columns) == list(mb.columns) and len(ma) == len(mb)
-            np.testing.assert_allclose(ma.to_numpy(float), mb.to_numpy(float), rtol=1e-4,
-                                       atol=1e-5, equal_nan=True)
+            _assert_same_records(ma, mb)
 
 
 # -- dashboards -------------------------------------------------------------------------------
