@@ -29,7 +29,10 @@ preset (``pgjax presets``) to each group first; the sweep's algorithm, then ``[c
 
 Every (algorithm, environment, static combination) is a *group*: one ``pgjax train`` run
 directory ``<out>/<name>/<group>/`` whose seeds and grid points are vmapped into one program
-and compiled once. Every config is built and validated before anything runs.
+and compiled once. Every config is built and validated before anything runs. Groups run
+environment by environment and static combination by combination, every algorithm of one
+comparison in turn, so a sweep stopped midway leaves finished comparisons rather than one
+algorithm's groups on every task.
 
 Resumable: run the same command again. Finished groups (``status.json``) are skipped,
 interrupted ones continue from their latest checkpoint (or start over if they had none). All
@@ -110,12 +113,19 @@ class Sweep:
         rules = {a: dataclasses.replace(TrainConfig(), algo=a).rule for a in spec["algos"]}
         _check_targets(spec, set(rules.values()))
         groups = {}
-        for algo, env in itertools.product(spec["algos"], spec["envs"]):
-            # a rule's [static] options multiply that rule's groups only
-            keys = [k for k in static if k.partition(".")[0] in (k, rules[algo])]
-            for values in itertools.product(*(static[k] for k in keys)):
-                cfg = _group(spec, root, algo, env, dict(zip(keys, values)), grid)
-                groups[cfg.name] = cfg
+        shared = [k for k in static if "." not in k]
+        # comparison-major order: for each environment and shared [static] combination, every
+        # algorithm in turn, so each finished block of groups is a comparison already
+        for env in spec["envs"]:
+            for shared_values in itertools.product(*(static[k] for k in shared)):
+                for algo in spec["algos"]:
+                    # a rule's [static] options multiply that rule's groups only
+                    own = [k for k in static if k.partition(".")[0] == rules[algo]]
+                    for own_values in itertools.product(*(static[k] for k in own)):
+                        chosen = {**dict(zip(shared, shared_values)), **dict(zip(own, own_values))}
+                        combo = {k: chosen[k] for k in static if k in chosen}  # names: file order
+                        cfg = _group(spec, root, algo, env, combo, grid)
+                        groups[cfg.name] = cfg
         from pgjax.train import check
 
         if any(c.distributed for c in groups.values()):

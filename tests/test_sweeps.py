@@ -302,6 +302,23 @@ def test_static_option_of_one_rule_multiplies_only_its_groups(tmp_path):
         "ppo_jax-cartpole_epochs=2", "ppo_jax-cartpole_epochs=4", "trpo_jax-cartpole"]
 
 
+def test_groups_run_comparison_by_comparison(tmp_path):
+    """Each environment and shared [static] value runs all its algorithms before the next, so a
+    stopped sweep leaves whole comparisons; group names keep the file's key order."""
+    path = tmp_path / "s.toml"
+    path.write_text('algos = ["ppo", "trpo"]\nenvs = ["jax:cartpole", "jax:memory"]\n'
+                    '[static]\n"ppo.epochs" = [2, 4]\nactor_hidden = [[8], [16]]\n')
+    assert list(Sweep.from_file(path).groups) == [
+        "ppo_jax-cartpole_epochs=2_actor_hidden=8", "ppo_jax-cartpole_epochs=4_actor_hidden=8",
+        "trpo_jax-cartpole_actor_hidden=8",
+        "ppo_jax-cartpole_epochs=2_actor_hidden=16", "ppo_jax-cartpole_epochs=4_actor_hidden=16",
+        "trpo_jax-cartpole_actor_hidden=16",
+        "ppo_jax-memory_epochs=2_actor_hidden=8", "ppo_jax-memory_epochs=4_actor_hidden=8",
+        "trpo_jax-memory_actor_hidden=8",
+        "ppo_jax-memory_epochs=2_actor_hidden=16", "ppo_jax-memory_epochs=4_actor_hidden=16",
+        "trpo_jax-memory_actor_hidden=16"]
+
+
 def _pgjax(*args, env=None):
     return [sys.executable, "-m", "pgjax.cli", *args]
 
