@@ -3,6 +3,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from pgjax import cli, compile_cache
 
 
@@ -27,6 +29,7 @@ def test_flag_switches_it_off(monkeypatch):
     assert calls == [()] and seen[-1] == ["--env", "jax:cartpole"]
 
 
+@pytest.mark.slow
 def test_rerun_loads_compiled_programs(tmp_path):
     """A second identical `pgjax train` finds every program it compiles in the cache."""
     cache = tmp_path / "cache"
@@ -40,6 +43,7 @@ def test_rerun_loads_compiled_programs(tmp_path):
     assert {p.name for p in cache.iterdir()} == entries  # nothing new had to be compiled
 
 
+@pytest.mark.slow
 def test_rerun_loads_traced_programs_with_identical_records(tmp_path, monkeypatch):
     """`run` keeps the trainer's traced functions on disk (jax.export): a rerun of the same
     config (another name and directory) loads them and never traces the chunk from Python;

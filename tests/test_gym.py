@@ -187,7 +187,8 @@ def test_same_seed_same_results_and_vmapped_runs_match_single_runs(tmp_path):
                                rtol=1e-4, atol=1e-6)
 
 
-@pytest.mark.parametrize("algo", ["ppo", "trpo", "spo", "fixpo"])
+@pytest.mark.parametrize("algo", ["ppo"] + [pytest.param(a, marks=pytest.mark.slow)
+                                            for a in ("trpo", "spo", "fixpo")])
 def test_every_update_rule_trains_on_a_mujoco_env(algo, tmp_path):
     cfg = TrainConfig(algo=algo, env="gym:Hopper-v5", num_envs=2, rollout_len=32,
                       eval_every=2, eval_envs=1, episode_length=50, steps=128, quiet=True,

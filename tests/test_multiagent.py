@@ -212,7 +212,9 @@ def test_matrix_game_env():
         make_matrix_game("nope", 2)
 
 
-@pytest.mark.parametrize("algo", ["happo", "hatrpo", "haspo", "hafixpo", "mappo", "ippo"])
+# every scheme in the full suite; the fast subset keeps one sequential and one simultaneous
+@pytest.mark.parametrize("algo", ["happo", "mappo"] + [pytest.param(a, marks=pytest.mark.slow)
+                                                       for a in ("hatrpo", "haspo", "hafixpo", "ippo")])
 def test_every_scheme_trains_on_a_matrix_game(algo, tmp_path):
     from pgjax.runner import run
 

@@ -89,7 +89,7 @@ SMALL = TrainConfig(env="jax:cartpole", num_envs=8, rollout_len=16, eval_every=2
                     ppo=PPOConfig(epochs=2, minibatches=4))
 
 
-@pytest.mark.parametrize("policy", ["auto", "stateful"])
+@pytest.mark.parametrize("policy", ["auto", pytest.param("stateful", marks=pytest.mark.slow)])
 def test_preserve_leaves_the_policy_unchanged_by_the_statistics_update(policy):
     """One iteration: the policy acting next (new parameters, new statistics) equals the
     updated policy under the statistics it was updated with, on the rollout's states."""

@@ -105,6 +105,7 @@ def test_kl_penalty_pieces_hand_values():
     assert float(kl_penalty(t, 3.0)) == pytest.approx(3.0 * by_hand / 2, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_builtin_ppo_kl_through_the_cli(tmp_path):
     """--algo ppo_kl with its own --ppo_kl.* flags: recorded, beta adapted every update from
     the batch KL the trainer records, and the clipped variant runs too."""

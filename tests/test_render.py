@@ -26,6 +26,7 @@ def brax_run(tmp_path_factory):
                                    name="ip")).root
 
 
+@pytest.mark.slow
 def test_brax_episode_video_mp4_and_gif(brax_run, tmp_path, capsys):
     assert main(["render", str(brax_run), "--out", str(tmp_path / "ip.mp4"), "--width", "96",
                  "--height", "64", "--max-steps", "40"]) == 0

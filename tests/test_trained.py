@@ -64,7 +64,8 @@ def test_load_policy_acts_as_the_trained_state_does(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["stateful", "window", "recurrent"])
+@pytest.mark.parametrize("kind", ["stateful"] + [pytest.param(k, marks=pytest.mark.slow)
+                                                 for k in ("window", "recurrent")])
 def test_memory_kinds_carry_their_memory_on_the_task_observations(kind, tmp_path):
     """A stateful (S2PG) or window policy stepped by hand on the raw task, carrying its memory
     with `load_policy`, scores what the trainer's evaluation on the wrapped task scores."""

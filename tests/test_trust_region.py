@@ -134,7 +134,7 @@ FIXPO_SMALL = TrainConfig(env="jax:cartpole", algo="fixpo", num_envs=8, rollout_
 
 @pytest.mark.parametrize("env,policy_kw,every_epoch", [
     ("jax:cartpole", {}, True),
-    ("brax:inverted_pendulum", {"episode_length": 100}, True),
+    pytest.param("brax:inverted_pendulum", {"episode_length": 100}, True, marks=pytest.mark.slow),
     ("jax:cartpole", {}, False)])
 def test_fixpo_max_kl_bound_holds_after_every_update(env, policy_kw, every_epoch):
     """Every update, over many seeds and learning rates up to 100x the default, leaves every
