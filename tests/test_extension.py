@@ -162,6 +162,7 @@ register("klpen", KLPenConfig, lambda cfg, policy: sgd_rule(
 '''
 
 
+@pytest.mark.slow
 def test_kl_penalty_rule_from_the_pieces_trains_resumes_and_records_diagnostics(
         tmp_path, monkeypatch):
     """The adaptive-KL PPO in <= 20 lines on the public pieces, outside pgjax/: trained through

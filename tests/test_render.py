@@ -67,6 +67,7 @@ def test_gymnasium_mujoco_episode_video_and_eval(tmp_path, capsys):
                                rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_brax_viewer_page_is_self_contained(brax_run, tmp_path):
     out = tmp_path / "ip.html"
     assert main(["render", str(brax_run), "--out", str(out), "--max-steps", "20"]) == 0
@@ -90,6 +91,7 @@ def test_brax_viewer_page_is_self_contained(brax_run, tmp_path):
             assert check.returncode == 0, (name, check.stderr[-500:])
 
 
+@pytest.mark.slow
 def test_render_refuses_what_it_cannot_draw(brax_run, tmp_path, capsys):
     assert main(["render", str(brax_run), "--out", str(tmp_path / "x.avi")]) == 2
     assert "unknown output format '.avi'" in capsys.readouterr().err

@@ -193,6 +193,7 @@ def test_resume_refuses_a_different_config(tmp_path):
         run(dataclasses.replace(cfg, gamma=0.9, resume=True))
 
 
+@pytest.mark.slow
 def test_gymnasium_run_resumes_and_completes(tmp_path, monkeypatch):
     import pgjax.runner as runner_mod
 
@@ -511,6 +512,7 @@ class Exploding:
         return Env()
 
 
+@pytest.mark.slow
 def test_sweep_records_failures_and_carries_on(tmp_path):
     import gymnasium as gym
 

@@ -26,6 +26,7 @@ def _last_eval(records):
                      for d in records.run_dirs])
 
 
+@pytest.mark.slow
 def test_eval_with_the_final_keys_reproduces_the_last_recorded_evaluation(tmp_path, capsys):
     records = run(dataclasses.replace(SMALL, seeds=2, grid=("ppo.lr=3e-4,1e-3",),
                                       out=str(tmp_path), name="r"))

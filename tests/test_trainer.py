@@ -50,6 +50,7 @@ def test_whole_run_function_equals_chunked_host_loop():
     chex.assert_trees_all_close(final.params, state.params, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_evaluations_run_inside_the_chunk_at_the_chunks_evals_picks(tmp_path):
     """--evals 1 (default): one evaluation, after the last chunk; --evals 3: step 0, the middle
     and the end, the other chunks' eval cells blank. The evaluation inside the chunk program

@@ -135,7 +135,7 @@ FIXPO_SMALL = TrainConfig(env="jax:cartpole", algo="fixpo", num_envs=8, rollout_
 @pytest.mark.parametrize("env,policy_kw,every_epoch", [
     ("jax:cartpole", {}, True),
     pytest.param("brax:inverted_pendulum", {"episode_length": 100}, True, marks=pytest.mark.slow),
-    ("jax:cartpole", {}, False)])
+    pytest.param("jax:cartpole", {}, False, marks=pytest.mark.slow)])
 def test_fixpo_max_kl_bound_holds_after_every_update(env, policy_kw, every_epoch):
     """Every update, over many seeds and learning rates up to 100x the default, leaves every
     state of the batch with KL(pi_old || pi_new) <= eps_kl, with the fixup phase after every
