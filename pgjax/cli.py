@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import os
 import sys
 
 USAGE = """usage: pgjax <command> [options]
@@ -200,7 +201,14 @@ COMPILING = ("train", "sweep", "eval", "render")  # the commands that use the co
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    try:
+        return _main(sys.argv[1:] if argv is None else argv)
+    except BrokenPipeError:  # output piped into a reader that stopped (e.g. `| head`)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return 0

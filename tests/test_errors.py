@@ -170,3 +170,15 @@ def test_another_rules_option_is_refused_not_ignored(capsys, monkeypatch):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--ppo.lr is an option of ppo" in err, err
     assert "--trpo.<name>" in err and "--algo ppo" in err
+
+
+def test_output_into_a_closed_pipe_ends_quietly():
+    # `pgjax --help | head -1`: the reader stops early, so the write fails with EPIPE
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "pgjax.cli", "--help"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait() == 0 and "Traceback" not in err and "BrokenPipe" not in err, err
