@@ -1,5 +1,7 @@
 """Bad input: a one-line error naming the problem and the fix, raised before compiling."""
 import dataclasses
+import subprocess
+import sys
 
 import pytest
 
@@ -174,9 +176,6 @@ def test_another_rules_option_is_refused_not_ignored(capsys, monkeypatch):
 
 def test_output_into_a_closed_pipe_ends_quietly():
     # `pgjax --help | head -1`: the reader stops early, so the write fails with EPIPE
-    import subprocess
-    import sys
-
     proc = subprocess.Popen([sys.executable, "-m", "pgjax.cli", "--help"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     proc.stdout.close()
