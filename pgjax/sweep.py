@@ -38,7 +38,8 @@ Resumable: run the same command again. Finished groups (``status.json``) are ski
 interrupted ones continue from their latest checkpoint (or start over if they had none). All
 records are written atomically, so a kill at any moment loses no finished run and leaves no
 torn file. A group whose runs fail (non-finite values, algorithm errors) or that raises is
-recorded in ``<out>/<name>/sweep.json`` and the sweep carries on.
+recorded in ``<out>/<name>/sweep.json`` and the sweep carries on. ``--only GLOB`` runs a
+subset of the groups (e.g. the short ones first); the whole sweep's records stay in one place.
 """
 from __future__ import annotations
 
@@ -138,6 +139,19 @@ class Sweep:
         check(groups.values())
         return cls(root=root, groups=groups)
 
+    def select(self, patterns: list[str]) -> "Sweep":
+        """The sweep restricted to the groups whose name matches one of ``patterns``
+        (shell-style globs, e.g. ``"*hopper*"``), kept in the file's order; records and
+        ``sweep.json`` stay shared with the whole sweep, so a later full run skips them."""
+        import fnmatch
+
+        for pat in patterns:
+            if not fnmatch.filter(self.groups, pat):
+                raise ConfigError(f"--only '{pat}' matches no group of the sweep; list the "
+                                  f"groups with --dry-run")
+        chosen = {k: v for k, v in self.groups.items()
+                  if any(fnmatch.fnmatchcase(k, pat) for pat in patterns)}
+        return dataclasses.replace(self, groups=chosen)
 
     def status(self) -> dict:
         path = self.root / "sweep.json"
@@ -232,9 +246,14 @@ def sweep_main(argv: list[str]) -> int:
     p.add_argument("--name", default=None, help="sweep directory name (default: the file's)")
     p.add_argument("--dry-run", action="store_true", help="validate and list the groups only")
     p.add_argument("--plot", action="store_true", help="run `pgjax plot` on the sweep at the end")
+    p.add_argument("--only", nargs="+", default=[], metavar="GLOB",
+                   help="run only the groups whose name matches a pattern (e.g. --only "
+                        "'*halfcheetah*'); the others are left as they are")
     a = p.parse_args(argv)
     try:
         sweep = Sweep.from_file(a.file, a.set, a.name)
+        if a.only:
+            sweep = sweep.select(a.only)
     except ConfigError as e:
         print(f"pgjax sweep: error: {e}", file=sys.stderr)
         return 2

@@ -320,6 +320,26 @@ def test_groups_run_comparison_by_comparison(tmp_path):
         "trpo_jax-memory_actor_hidden=16"]
 
 
+def test_only_selects_groups_in_file_order_and_refuses_a_pattern_that_matches_none(
+        tmp_path, capsys):
+    from pgjax.cli import main
+
+    path = tmp_path / "s.toml"
+    path.write_text(f'algos = ["ppo", "trpo"]\nenvs = ["jax:cartpole", "jax:memory"]\n'
+                    f'out = "{tmp_path}"\n')
+    sweep = Sweep.from_file(path)
+    assert list(sweep.select(["trpo_*", "*memory"]).groups) == [
+        "trpo_jax-cartpole", "ppo_jax-memory", "trpo_jax-memory"]
+    assert sweep.select(["trpo_*"]).root == sweep.root
+    assert main(["sweep", str(path), "--dry-run", "--only", "ppo_*cartpole"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert len(listed) == 1 and listed[0].startswith("ppo_jax-cartpole:"), listed
+    assert main(["sweep", str(path), "--only", "sac_*"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "'sac_*' matches no group" in err, err
+    assert not (tmp_path / "s").exists()
+
+
 def _pgjax(*args, env=None):
     return [sys.executable, "-m", "pgjax.cli", *args]
 
