@@ -10,7 +10,7 @@ from pgjax.algos.common import Batch
 from pgjax.algos.pieces import (actor_critic_loss, clipped_surrogate, surrogate_objective,
                                 value_loss)
 from pgjax.algos.ppo import PPOConfig
-from pgjax.distributions import Categorical
+from pgjax.distributions import Categorical, Gaussian, StatefulDistribution
 
 
 class FixedPolicy(NamedTuple):
@@ -73,6 +73,39 @@ def test_full_ppo_loss_hand_values():
     assert float(aux["clip_frac"]) == pytest.approx(1.0)
     logr = np.log(ratios)
     assert float(aux["approx_kl"]) == pytest.approx(np.mean(ratios - 1 - logr), rel=1e-5)
+
+
+class FixedStatefulPolicy(NamedTuple):
+    """S2PG's product policy over [a, z'] with hand-chosen parameters."""
+    distribution: object = StatefulDistribution(Gaussian(), a_size=1)
+
+    def dist(self, actor_params, obs):
+        return actor_params["d"]
+
+    def value(self, critic_params, obs):
+        return jnp.zeros(obs.shape[0])
+
+
+def test_s2pg_clip_fraction_is_split_into_the_action_and_internal_state_factors():
+    # Old policy N(0, 1) for a and for z'; new: a's mean 0.5, z's mean 0.1, both stds 1, so
+    # log r_a = (a^2 - (a - 0.5)^2) / 2 and log r_z = (z^2 - (z - 0.1)^2) / 2.
+    x = jnp.array([[1.0, 0.0],    # log r_a 0.375 (r_a 1.455, out), log r_z -0.005: r 1.448, out
+                   [0.0, 1.0],    # log r_a -0.125 (0.882), log r_z 0.095 (1.100): r 0.970, in
+                   [0.25, 2.0]])  # log r_a 0 (1), log r_z 0.195 (1.215, out): r 1.215, out
+    ones, zeros = jnp.ones((3, 1)), jnp.zeros((3, 1))
+    old = {"a": {"mean": zeros, "log_std": zeros}, "z_mean": zeros, "z_log_std": zeros}
+    new = {"a": {"mean": 0.5 * ones, "log_std": zeros}, "z_mean": 0.1 * ones,
+           "z_log_std": zeros}
+    pol = FixedStatefulPolicy()
+    mb = Batch(obs=jnp.zeros((3, 1)), action=x, log_prob=pol.distribution.log_prob(old, x),
+               dist=old, value=jnp.zeros(3), advantage=jnp.ones(3), ret=jnp.zeros(3))
+    loss_fn = actor_critic_loss(PPOConfig(norm_adv=False), pol,
+                                surrogate_objective(clipped_surrogate))
+    _, aux = loss_fn({"actor": {"d": new}, "critic": {}}, mb,
+                     {"clip_eps": 0.2, "vf_coef": 0.5, "ent_coef": 0.0, "vf_clip_eps": 0.2})
+    assert float(aux["clip_frac"]) == pytest.approx(2 / 3)
+    assert float(aux["clip_frac_a"]) == pytest.approx(1 / 3)
+    assert float(aux["clip_frac_z"]) == pytest.approx(1 / 3)
 
 
 def test_advantage_normalisation_switch():

@@ -173,8 +173,10 @@ def actor_critic_loss(cfg: SGDConfig, policy, objective: Callable) -> Callable:
     """loss(params, mb, hp, extra=()) -> (loss, aux) with
     loss = objective + c_v L_V - c_e H; aux: pg_loss (the objective, unless the objective's
     own aux names its surrogate part so), v_loss, approx_kl (the k3 estimate
-    mean[(r - 1) - log r]), clip_frac (|r - 1| > hp["clip_eps"], when the rule has one) and
-    whatever else the objective returns as its own aux."""
+    mean[(r - 1) - log r]), clip_frac (|r - 1| > hp["clip_eps"], when the rule has one; for
+    the S2PG product policy also clip_frac_a and clip_frac_z, the same test on the action's
+    and the internal state's factor of r alone) and whatever else the objective returns as
+    its own aux."""
 
     def loss_fn(params, mb, hp, extra=()):
         t = policy_terms(policy, params["actor"], mb, cfg.norm_adv)
@@ -186,6 +188,12 @@ def actor_critic_loss(cfg: SGDConfig, policy, objective: Callable) -> Callable:
                "approx_kl": ((t.ratio - 1.0) - t.log_ratio).mean()}
         if "clip_eps" in hp:
             aux["clip_frac"] = (jnp.abs(t.ratio - 1.0) > hp["clip_eps"]).mean()
+            z_log_prob = getattr(t.distribution, "z_log_prob", None)
+            if z_log_prob is not None:  # S2PG: r = r_a r_z, each factor's clip fraction too
+                log_rz = z_log_prob(t.dist, mb.action) - z_log_prob(t.old_dist, mb.action)
+                for part, log_r in (("a", t.log_ratio - log_rz), ("z", log_rz)):
+                    aux[f"clip_frac_{part}"] = (jnp.abs(jnp.exp(log_r) - 1.0)
+                                                > hp["clip_eps"]).mean()
         return loss, {**aux, **own}
 
     return loss_fn
