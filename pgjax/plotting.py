@@ -396,8 +396,9 @@ def plot_trust_region(df, out: Path) -> list[Path]:
 
 
 def trust_region_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Per group and env: the per-update max |r - 1| and max per-state KL (median and
-    largest over every update of every run), and how fast the runs got near the best
+    """Per group and env: the per-update max |r - 1|, max per-state KL and, for rules that
+    clip, clip fraction (median and largest over every update of every run; S2PG's product
+    policy also the clip fractions of its action and z factors), and how fast the runs got near the best
     return any run reached on that env (first curve point >= 95% of it, of the curves
     ``plot_returns`` draws, named in ``target_of``: the fraction of runs that got there and
     the median env steps of those that did)."""
@@ -409,7 +410,7 @@ def trust_region_table(df: pd.DataFrame) -> pd.DataFrame:
         row = {"group": group, "env": env, "runs": g["run"].nunique(),
                "failed_runs": failed.get((env, group), 0)}
         upd = g[g["iteration"] > 0]
-        for col in ("ratio_dev_max", "kl_max"):
+        for col in ("ratio_dev_max", "kl_max", "clip_frac", "clip_frac_a", "clip_frac_z"):
             if col in upd and upd[col].notna().any():
                 row[f"{col}_median"] = float(upd[col].median())
                 row[f"{col}_largest"] = float(upd[col].max())

@@ -23,7 +23,8 @@ def fake_run_dir(root, algo, env, finals):
         it = np.arange(0, 31)
         df = pd.DataFrame({"iteration": it, "env_steps": it * 100, "wall_time_s": it * 0.5,
                            "eval_return": np.where(it % 10 == 0, final * it / 30, np.nan),
-                           "kl_max": 0.01 + 0.001 * it, "ratio_dev_max": 0.2})
+                           "kl_max": 0.01 + 0.001 * it, "ratio_dev_max": 0.2,
+                           "clip_frac": np.where(it > 0, 0.1 * (it % 3), 0.9)})
         df.to_csv(d / "metrics.csv", index=False)
         runs.append({"id": rid, "seed": seed, "hparams": {}})
     (root / "config.json").write_text(json.dumps(
@@ -75,6 +76,10 @@ def test_runs_that_all_score_the_same_normalise_to_one_and_reach_the_target(tmp_
     assert (tr["median_steps_to_target"] == 3000).all()
     np.testing.assert_allclose(tr["kl_max_largest"], 0.04)  # 0.01 + 0.001 * 30
     np.testing.assert_allclose(tr["ratio_dev_max_median"], 0.2)
+    # clip fractions 0.1, 0.2, 0 ten times each over the 30 updates (iteration 0 is no update)
+    np.testing.assert_allclose(tr["clip_frac_median"], 0.1)
+    np.testing.assert_allclose(tr["clip_frac_largest"], 0.2)
+    assert "clip_frac_a_median" not in tr  # only S2PG's product policy records the factors
 
 
 def test_plot_command_writes_figures_and_tables(sweep, capsys):
