@@ -210,19 +210,32 @@ def curves(df: pd.DataFrame, x: str, estimator: str, reps: int, seed: int = 0,
                                        "source"])
 
 
-def final_scores(df: pd.DataFrame) -> dict:
-    """{group: [runs, envs]} final eval returns, min-max normalised per env over all runs
-    (where every run scored the same, each is at the best any run reached: 1)."""
-    ev = df[df["eval_return"].notna()]
-    last = ev.loc[ev.groupby("run")["iteration"].idxmax()]
+def final_returns(df: pd.DataFrame, source: str = "eval_return") -> pd.DataFrame:
+    """One row per run (env, group, run, value): its last held-out evaluation
+    (``eval_return``) or its last curve point of training episodes (``train_return``: the
+    stochastic policy's return over the last chunk in which episodes ended)."""
+    if source == "eval_return":
+        ev = df[df["eval_return"].notna()]
+        last = ev.loc[ev.groupby("run")["iteration"].idxmax()]
+        return last[["env", "group", "run", "eval_return"]].rename(
+            columns={"eval_return": "value"}).reset_index(drop=True)
+    pts = return_points(df, source, keys=("env", "group", "run"))
+    last = pts.loc[pts.groupby("run")["point"].idxmax()]
+    return last[["env", "group", "run", "value"]].reset_index(drop=True)
+
+
+def final_scores(df: pd.DataFrame, source: str = "eval_return") -> dict:
+    """{group: [runs, envs]} final returns (``final_returns``), min-max normalised per env
+    over all runs (where every run scored the same, each is at the best any run reached: 1)."""
+    last = final_returns(df, source)
     envs = sorted(last["env"].unique())
     out = {}
     for group, g in last.groupby("group"):
         cols = []
         for env in envs:
-            all_env = last[last["env"] == env]["eval_return"]
+            all_env = last[last["env"] == env]["value"]
             lo, hi = all_env.min(), all_env.max()
-            v = g[g["env"] == env]["eval_return"].to_numpy()
+            v = g[g["env"] == env]["value"].to_numpy()
             cols.append((v - lo) / (hi - lo) if hi > lo else np.ones_like(v))
         if any(len(c) == 0 for c in cols):
             missing = [e for e, c in zip(envs, cols) if len(c) == 0]
@@ -238,18 +251,21 @@ def final_scores(df: pd.DataFrame) -> dict:
     return out
 
 
-def aggregate_tables(df: pd.DataFrame, reps: int, seed: int = 0):
+def aggregate_tables(df: pd.DataFrame, reps: int, seed: int = 0,
+                     source: str = "eval_return"):
+    """The aggregate table (IQM, mean and median of the normalised final returns with
+    stratified-bootstrap CIs, and each env's mean final return) and the probability of
+    improvement of every pair of groups; final returns from ``source`` (``final_returns``)."""
     from rliable import library as rly
     from rliable import metrics
 
-    scores = final_scores(df)
+    scores = final_scores(df, source)
     fns = {"iqm": metrics.aggregate_iqm, "mean": metrics.aggregate_mean,
            "median": metrics.aggregate_median}
     np.random.seed(seed)
     point, ci = rly.get_interval_estimates(
         scores, lambda s: np.array([f(s) for f in fns.values()]), reps=reps)
-    ev = df[df["eval_return"].notna()]
-    last = ev.loc[ev.groupby("run")["iteration"].idxmax()]
+    last = final_returns(df, source)
     rows, failed = [], _failed_counts(df)
     for group in scores:
         row = {"group": group, "runs_per_env": scores[group].shape[0],
@@ -259,7 +275,7 @@ def aggregate_tables(df: pd.DataFrame, reps: int, seed: int = 0):
             row[f"{name}_normalised"] = point[group][j]
             row[f"{name}_ci95_lo"], row[f"{name}_ci95_hi"] = ci[group][0, j], ci[group][1, j]
         for env, g in last[last["group"] == group].groupby("env"):
-            row[f"final_return_mean[{env}]"] = g["eval_return"].mean()
+            row[f"final_return_mean[{env}]"] = g["value"].mean()
         rows.append(row)
     agg = pd.DataFrame(rows)
     pairs = {f"{a} > {b}": (scores[a], scores[b])
@@ -283,20 +299,21 @@ def _save(fig, out: Path, stem: str) -> list[Path]:
     return paths
 
 
-def plot_returns(df, out: Path, estimator: str, reps: int) -> list[Path]:
+def plot_returns(df, out: Path, estimator: str, reps: int, source: str = "auto") -> list[Path]:
     """Per env: the return against env steps and wall-clock, of the held-out evaluations
     where every run has enough of them (``curve_source``), else of the training episodes
-    with the evaluations drawn as markers (point estimate and 95% CI)."""
+    with the evaluations drawn as markers (point estimate and 95% CI). ``source``
+    ``eval_return`` or ``train_return`` chooses instead of ``curve_source``."""
     from matplotlib.figure import Figure  # no pyplot: leaves the caller's backend alone
 
     written, failed = [], _failed_counts(df)
     for env in sorted(df["env"].unique()):
         sub = df[df["env"] == env]
-        source = curve_source(sub)
-        tables = {x: curves(sub, x, estimator, reps, source=source)
+        src = curve_source(sub) if source == "auto" else source
+        tables = {x: curves(sub, x, estimator, reps, source=src)
                   for x in ("env_steps", "wall_time_s")}
         marks = {x: curves(sub, x, estimator, reps) for x in tables} \
-            if source == "train_return" else None
+            if src == "train_return" and sub["eval_return"].notna().any() else None
         fig = Figure(figsize=(11, 4))
         axes = fig.subplots(1, 2)
         for ax, (x, table) in zip(axes, tables.items()):
@@ -312,17 +329,19 @@ def plot_returns(df, out: Path, estimator: str, reps: int) -> list[Path]:
                     ax.errorbar(m[x].to_numpy(), m["estimate"].to_numpy(), yerr=err,
                                 fmt="o", ms=4, capsize=3, color=line.get_color())
             ax.set_xlabel("env steps" if x == "env_steps" else "wall-clock time (s)")
-            ax.set_ylabel(f"{RETURN_LABELS[source]}\n({estimator.upper()}, 95% stratified "
+            ax.set_ylabel(f"{RETURN_LABELS[src]}\n({estimator.upper()}, 95% stratified "
                           f"bootstrap CI)", fontsize=8)
             ax.grid(alpha=0.3)
         axes[0].legend(fontsize=7)
-        fig.suptitle(env if source == "eval_return" else
+        fig.suptitle(env if marks is None else
                      f"{env} (lines: training episodes; markers: held-out evaluations)")
         fig.tight_layout()
-        written += _save(fig, out, f"returns_{env.replace(':', '-')}")
+        stem = f"returns{'' if source == 'auto' else '_' + src.split('_')[0]}_" \
+               f"{env.replace(':', '-')}"
+        written += _save(fig, out, stem)
         table = tables["env_steps"] if marks is None else \
             pd.concat([tables["env_steps"], marks["env_steps"]], ignore_index=True)
-        table.to_csv(out / f"returns_{env.replace(':', '-')}.csv", index=False)
+        table.to_csv(out / f"{stem}.csv", index=False)
     return written
 
 
@@ -435,6 +454,13 @@ def plot_main(argv: list[str]) -> int:
     p.add_argument("--metric", action="append", default=[], metavar="COLUMN",
                    help="also plot this recorded column against the update (repeatable), "
                         "e.g. --metric beta --metric entropy")
+    p.add_argument("--returns", choices=("auto", "eval", "train"), default="auto",
+                   help="what the return curves and final-return tables show: held-out "
+                        "evaluations of the deterministic policy (eval), the stochastic "
+                        "policy's training episodes (train), or auto: eval where every run has "
+                        "3 or more evaluations, else train. eval and train write "
+                        "returns_<eval|train>_<env>.* and aggregate_<eval|train>.csv, "
+                        "improvement_<eval|train>.csv beside the auto ones")
     a = p.parse_args(argv)
     try:
         if a.reps < 1:
@@ -449,16 +475,17 @@ def plot_main(argv: list[str]) -> int:
     out = Path(a.out or a.paths[0])
     out.mkdir(parents=True, exist_ok=True)
     written = [w for m in a.metric for w in plot_metric(df, out, m)]
-    written += plot_returns(df, out, a.estimator, a.reps) + plot_trust_region(df, out)
-    agg, prob = aggregate_tables(df, a.reps)
-    agg.to_csv(out / "aggregate.csv", index=False)
-    prob.to_csv(out / "improvement.csv", index=False)
-    tr = trust_region_table(df)
-    tr.to_csv(out / "trust_region.csv", index=False)
-    fails = failure_table(df)
-    fails.to_csv(out / "failures.csv", index=False)
-    written += [out / "aggregate.csv", out / "improvement.csv", out / "trust_region.csv",
-                out / "failures.csv"]
+    source = {"auto": "auto", "eval": "eval_return", "train": "train_return"}[a.returns]
+    suffix = "" if a.returns == "auto" else f"_{a.returns}"
+    written += plot_returns(df, out, a.estimator, a.reps, source) + plot_trust_region(df, out)
+    agg, prob = aggregate_tables(df, a.reps, source="train_return" if a.returns == "train"
+                                 else "eval_return")
+    tables = {f"aggregate{suffix}.csv": agg, f"improvement{suffix}.csv": prob,
+              "trust_region.csv": (tr := trust_region_table(df)),
+              "failures.csv": (fails := failure_table(df))}
+    for name, table in tables.items():
+        table.to_csv(out / name, index=False)
+        written.append(out / name)
     with pd.option_context("display.width", 160, "display.max_columns", 12):
         print(agg[[c for c in agg.columns if not c.startswith("final")]].to_string(index=False))
         if len(prob):

@@ -96,6 +96,34 @@ def test_plot_command_writes_figures_and_tables(sweep, capsys):
                                stats.trim_mean([10, 20, 30, 40, 50, 60, 70, 80], 0.25))
 
 
+def test_train_returns_give_the_stochastic_policys_curves_and_final_returns(tmp_path):
+    """--returns train: curves and final returns of the training episodes, even where the
+    deterministic evaluations say otherwise, written beside the evaluation-based files."""
+    for algo, train_final in (("ppo", 100.0), ("trpo", 300.0)):
+        root = tmp_path / f"{algo}_env1"
+        fake_run_dir(root, algo, "brax:x", [50.0, 60.0, 70.0])
+        for f in sorted((root / "runs").glob("*/metrics.csv")):
+            df = pd.read_csv(f)
+            it = df["iteration"]
+            # episodes end every other update; the last chunk with episodes is iteration 30
+            df["episodes"] = np.where((it > 0) & (it % 2 == 0), 2.0, 0.0)
+            df["train_return"] = np.where(df["episodes"] > 0, train_final * it / 30, np.nan)
+            df.to_csv(f, index=False)
+    assert plot_main([str(tmp_path), "--reps", "50", "--returns", "train"]) == 0
+    agg = pd.read_csv(tmp_path / "aggregate_train.csv").set_index("group")
+    np.testing.assert_allclose(agg["final_return_mean[brax:x]"], [100.0, 300.0])
+    prob = pd.read_csv(tmp_path / "improvement_train.csv").set_index("comparison")
+    assert prob.loc["trpo > ppo", "probability_of_improvement"] == 1.0
+    curve = pd.read_csv(tmp_path / "returns_train_brax-x.csv")
+    last = curve[(curve["source"] == "train_return") & (curve["env_steps"] == 3000)]
+    np.testing.assert_allclose(last.set_index("group")["estimate"], [100.0, 300.0])
+    assert (tmp_path / "returns_train_brax-x.png").exists()
+    assert not (tmp_path / "aggregate.csv").exists()  # the evaluation tables are not replaced
+    assert plot_main([str(tmp_path), "--reps", "50"]) == 0
+    agg = pd.read_csv(tmp_path / "aggregate.csv").set_index("group")
+    np.testing.assert_allclose(agg["final_return_mean[brax:x]"], [60.0, 60.0])  # evaluations
+
+
 def test_wandb_mirror_logs_every_row(tmp_path, monkeypatch):
     logged = []
 
