@@ -417,10 +417,10 @@ def plot_trust_region(df, out: Path) -> list[Path]:
 def trust_region_table(df: pd.DataFrame) -> pd.DataFrame:
     """Per group and env: the per-update max |r - 1|, max per-state KL and, for rules that
     clip, clip fraction (median and largest over every update of every run; S2PG's product
-    policy also the clip fractions of its action and z factors), and how fast the runs got near the best
-    return any run reached on that env (first curve point >= 95% of it, of the curves
-    ``plot_returns`` draws, named in ``target_of``: the fraction of runs that got there and
-    the median env steps of those that did)."""
+    policy also the clip fractions of its action and z factors), and how fast the runs got
+    near the best return any run reached on that env (first curve point >= 95% of it, of
+    the curves ``plot_returns`` draws, named in ``target_of``: the fraction of runs that got
+    there and the median env steps of those that did)."""
     rows, failed = [], _failed_counts(df)
     sources = {env: curve_source(df[df["env"] == env]) for env in df["env"].unique()}
     pts = pd.concat([return_points(df[df["env"] == env], src, keys=("env", "group", "run"))

@@ -146,7 +146,7 @@ class Sweep:
         import fnmatch
 
         for pat in patterns:
-            if not fnmatch.filter(self.groups, pat):
+            if not any(fnmatch.fnmatchcase(k, pat) for k in self.groups):
                 raise ConfigError(f"--only '{pat}' matches no group of the sweep; list the "
                                   f"groups with --dry-run")
         chosen = {k: v for k, v in self.groups.items()
