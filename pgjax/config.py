@@ -114,6 +114,11 @@ class TrainConfig:
     """First seed."""
     steps: int = 500_000
     """Environment steps per run (rounded up to whole evaluation chunks)."""
+    anneal_steps: Optional[int] = None
+    """Horizon of every annealed schedule (the learning rate's, with anneal_lr), in env
+    steps: the schedule reaches its end after anneal_steps // (num_envs * rollout_len)
+    updates, whatever --steps is, so a run shorter than a paper's is an exact prefix of it
+    (presets set the paper's horizon); None: the run's own length."""
     num_envs: int = 64
     """Parallel training environments."""
     rollout_len: int = 32
@@ -139,6 +144,10 @@ class TrainConfig:
     or reverse."""
     share_actor: bool = False
     """Multi-agent: one actor shared by all agents (agent id appended to its input)."""
+    agent_obs: str = "local"
+    """Multi-agent: what each actor sees. local: its partition's view (mabrax: its own and
+    neighbouring joints and the root, Multi-Agent MuJoCo's default); full_state_id: the
+    whole global state plus a one-hot agent id, as HARL's MA-MuJoCo actors."""
     policy: str = "auto"
     """Policy kind: auto (Gaussian for Box, categorical for Discrete), gaussian, categorical;
     with memory: stateful (S2PG: a sampled internal state, --z-dim), recurrent (GRU trained
@@ -169,6 +178,10 @@ class TrainConfig:
     """Hidden activation: tanh, relu, elu, silu."""
     init_log_std: float = 0.0
     """Initial log standard deviation of the Gaussian policy."""
+    std_max: Optional[float] = None
+    """Feedforward Gaussian policies (and multi-agent actors): bound the std below this,
+    std = std_max * sigmoid(theta) with theta learned (HARL's parametrisation, std_max 0.5);
+    None: an unbounded learned log-std."""
     policy_head_gain: float = 0.01
     """Orthogonal-init gain of the policy's output layer: 0.01 starts near the uniform /
     zero-mean policy; larger values start every seed from a different random policy."""
@@ -200,7 +213,13 @@ class TrainConfig:
     spread evenly over the run, the last one included (Brax's num_evals); more than the
     chunks: after every chunk. Curves between them come from the training episodes."""
     eval_envs: int = 16
-    """Evaluation environments (deterministic policy, one full episode each)."""
+    """Evaluation environments (one full episode each)."""
+    eval_mode: str = "auto"
+    """Policy of the held-out evaluations: deterministic (the distribution's mode, recorded
+    as eval_return), stochastic (actions, and a stateful policy's z', sampled as in
+    training: eval_return_stochastic) or both; auto: both for --policy stateful (whose mode
+    sets the internal state z' to its mean, a policy it never trained as), deterministic
+    otherwise."""
     out: str = "runs"
     """Directory under which the run directory is created."""
     name: Optional[str] = None
@@ -313,6 +332,23 @@ class TrainConfig:
     def num_iterations(self) -> int:
         return self.num_chunks * self.eval_every
 
+    @property
+    def anneal_iterations(self) -> int:
+        """Updates over which annealed schedules run from start to end (``anneal_steps``;
+        the run's own updates without it)."""
+        if self.anneal_steps is None:
+            return self.num_iterations
+        return max(1, self.anneal_steps // self.batch_size)
+
+    @property
+    def eval_modes(self) -> tuple[str, ...]:
+        """The evaluation policies recorded (``eval_mode`` resolved): deterministic and/or
+        stochastic."""
+        mode = self.eval_mode
+        if mode == "auto":
+            mode = "both" if self.policy == "stateful" else "deterministic"
+        return ("deterministic", "stochastic") if mode == "both" else (mode,)
+
     def base_hparams(self) -> dict[str, float]:
         hp = {k: float(getattr(self, k)) for k in TRAIN_TRACED}
         hp.update({f"{self.rule}.{k}": v for k, v in self.algo_config.traced().items()})
@@ -396,6 +432,34 @@ class TrainConfig:
                 raise ConfigError(f"{name} sizes must be >= 1, got {getattr(self, name)}; pass "
                                   f"positive --{name.replace('_', '-')} sizes")
         self._validate_finite()
+        if self.agent_obs not in ("local", "full_state_id"):
+            raise ConfigError(f"unknown agent_obs '{self.agent_obs}'; pass --agent-obs local or "
+                              f"full_state_id")
+        if self.agent_obs != "local" and self.scheme is None:
+            raise ConfigError("--agent-obs sets what each agent of a multi-agent run sees; "
+                              "drop it for single-agent training")
+        if self.std_max is not None:
+            if not (math.isfinite(self.std_max) and self.std_max > 0):
+                raise ConfigError(f"std_max must be a positive number, got {self.std_max}; pass "
+                                  f"e.g. --std-max 0.5, or drop it for an unbounded std")
+            if self.policy in ("stateful", "recurrent"):
+                raise ConfigError(f"--std-max bounds the feedforward Gaussian's std; --policy "
+                                  f"{self.policy} has its own: drop --std-max")
+            if not math.exp(self.init_log_std) < self.std_max:
+                raise ConfigError(f"the initial std exp({self.init_log_std:g}) = "
+                                  f"{math.exp(self.init_log_std):.4g} must be below std_max "
+                                  f"{self.std_max:g}; pass a smaller --init-log-std")
+        if self.eval_mode not in EVAL_MODES:
+            raise ConfigError(f"unknown eval_mode '{self.eval_mode}'; pass --eval-mode with one "
+                              f"of {', '.join(EVAL_MODES)}")
+        if self.anneal_steps is not None:
+            if not 1 <= self.anneal_steps <= 2**62:
+                raise ConfigError(f"anneal_steps must be >= 1, got {self.anneal_steps}; pass a "
+                                  f"positive --anneal-steps (or drop it: the run's own length)")
+            if self.anneal_steps < self.steps:
+                raise ConfigError(f"anneal_steps {self.anneal_steps:,} is shorter than the run "
+                                  f"({self.steps:,} steps): its learning rate would be 0 after "
+                                  f"the horizon; pass --anneal-steps >= --steps, or drop it")
         if self.obs_stats not in ("running", "preserve"):
             raise ConfigError(f"unknown obs_stats '{self.obs_stats}'; pass --obs-stats running "
                               f"or preserve")
@@ -514,7 +578,7 @@ class TrainConfig:
         ``to_dict`` wrote it): every field, the selected rule's options included."""
         fields = {f.name for f in dataclasses.fields(cls)}
         options = {}
-        for key, value in recorded.items():
+        for key, value in {**LEGACY, **recorded}.items():
             if key in BUILTIN and isinstance(value, dict):
                 options.update({f"{key}.{k}": v for k, v in value.items()})
             elif key in fields:
@@ -578,6 +642,10 @@ class TrainConfig:
 
 
 INT_MAX = 2**31 - 1  # counts and seeds live in int32 inside the compiled program
+EVAL_MODES = ("auto", "deterministic", "stochastic", "both")
+# what a record written before an option existed implies for it (the behaviour of then)
+LEGACY = {"anneal_steps": None, "eval_mode": "deterministic", "agent_obs": "local",
+          "std_max": None}
 
 
 def _typed(key: str, value, default, where: str):

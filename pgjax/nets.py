@@ -5,7 +5,7 @@ al. 2022, "The 37 Implementation Details of PPO")."""
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 
 import flax.linen as nn
 import jax
@@ -83,17 +83,28 @@ def _action_head(module, feats, action: ActionSpace, init_log_std: float, gain: 
 
 
 class GaussianActor(nn.Module):
+    """An MLP mean and a learned state-independent std: ``exp(log_std)``, or with
+    ``std_max`` the bounded ``std_max * sigmoid(std_logit)`` (HARL's parametrisation, which
+    keeps the std below ``std_max``); either starts at ``exp(init_log_std)``."""
+
     hidden: Sequence[int]
     action_dim: int
     activation: Callable = nn.tanh
     init_log_std: float = 0.0
     head_gain: float = 0.01
+    std_max: Optional[float] = None
 
     @nn.compact
     def __call__(self, obs):
         mean = MLP(self.hidden, self.action_dim, self.head_gain, self.activation)(obs)
-        log_std = self.param("log_std", nn.initializers.constant(self.init_log_std),
-                             (self.action_dim,))
+        if self.std_max is None:
+            log_std = self.param("log_std", nn.initializers.constant(self.init_log_std),
+                                 (self.action_dim,))
+        else:
+            u = math.exp(self.init_log_std) / self.std_max  # in (0, 1): validated
+            logit = self.param("std_logit", nn.initializers.constant(math.log(u / (1 - u))),
+                               (self.action_dim,))
+            log_std = math.log(self.std_max) + jax.nn.log_sigmoid(logit)
         return {"mean": mean, "log_std": log_std}
 
 
@@ -201,7 +212,8 @@ def activation_fn(name: str) -> Callable:
 
 
 def feedforward_actor(action: ActionSpace, policy: str, hidden: Sequence[int],
-                      activation: str, init_log_std: float = 0.0, head_gain: float = 0.01):
+                      activation: str, init_log_std: float = 0.0, head_gain: float = 0.01,
+                      std_max: Optional[float] = None):
     """(actor module, distribution) of a feedforward policy: ``policy`` is ``auto``
     (Gaussian for Box, categorical for Discrete) or an explicit kind, checked against the
     environment's action space."""
@@ -214,7 +226,8 @@ def feedforward_actor(action: ActionSpace, policy: str, hidden: Sequence[int],
         if action.kind != "box":
             raise ConfigError(f"policy 'gaussian' needs a continuous (Box) action space but the "
                               f"environment's is {action.kind}; use --policy categorical or auto")
-        return GaussianActor(tuple(hidden), action.n, act, init_log_std, head_gain), Gaussian()
+        return (GaussianActor(tuple(hidden), action.n, act, init_log_std, head_gain, std_max),
+                Gaussian())
     if action.kind != "discrete":
         raise ConfigError(f"policy 'categorical' needs a discrete action space but the "
                           f"environment's is {action.kind} ({action.n}-dim); use --policy "

@@ -55,6 +55,9 @@ def load_run_dir(root) -> pd.DataFrame:
     out = pd.concat(frames, ignore_index=True) if frames else \
         pd.DataFrame(columns=["group", "seed", "run", "chunk", "iteration", "env_steps",
                               "wall_time_s", "eval_return", "train_return", "episodes"])
+    for column in EVAL_SOURCES:  # an evaluation no run recorded: an empty column
+        if column not in out:
+            out[column] = np.nan
     out.attrs.update(failed=failed, runs=counts)
     return out
 
@@ -65,8 +68,12 @@ def with_chunks(df: pd.DataFrame, config: dict) -> pd.DataFrame:
     return df
 
 
-RETURN_LABELS = {"eval_return": "held-out eval return (deterministic policy)",
+RETURN_LABELS = {"eval_return_stochastic": "held-out eval return (stochastic policy)",
+                 "eval_return": "held-out eval return (deterministic policy)",
                  "train_return": "training-episode return (stochastic policy)"}
+# the recorded evaluations (``--eval-mode``), in the order ``auto`` prefers them: a policy's
+# own score is that of the actions it samples, where that evaluation was recorded
+EVAL_SOURCES = ("eval_return_stochastic", "eval_return")
 EVAL_CURVE_POINTS = 3  # fewer evaluations per run than this: curves of training episodes
 
 
@@ -75,10 +82,21 @@ def curve_source(df: pd.DataFrame) -> str:
     has at least ``EVAL_CURVE_POINTS`` of them (``--evals``), else the returns of the
     training episodes (free: recorded at every update; evaluations are then drawn as
     markers on top)."""
-    n = df[df["eval_return"].notna()].groupby("run").size()
     runs = df["run"].nunique()
-    return "eval_return" if len(n) == runs and runs and n.min() >= EVAL_CURVE_POINTS \
-        else "train_return"
+    for source in EVAL_SOURCES:
+        n = df[df[source].notna()].groupby("run").size()
+        if len(n) == runs and runs and n.min() >= EVAL_CURVE_POINTS:
+            return source
+    return "train_return"
+
+
+def eval_source(df: pd.DataFrame) -> str:
+    """The evaluation final-return tables use by default: the stochastic policy's where
+    every run recorded it (``--eval-mode stochastic|both``, the stateful policy's default),
+    else the deterministic policy's."""
+    runs = df["run"].nunique()
+    ok = df[df["eval_return_stochastic"].notna()]["run"].nunique() if runs else 0
+    return "eval_return_stochastic" if runs and ok == runs else "eval_return"
 
 
 def return_points(df: pd.DataFrame, source: str, keys=("group", "run")) -> pd.DataFrame:
@@ -87,10 +105,10 @@ def return_points(df: pd.DataFrame, source: str, keys=("group", "run")) -> pd.Da
     chunk, the mean return of the training episodes that ended in it (episode-weighted
     over its updates), carried forward through chunks where none ended."""
     keys = list(keys)
-    if source == "eval_return":
-        ev = df[df["eval_return"].notna()]
-        out = ev[keys + ["env_steps", "wall_time_s", "eval_return"]].rename(
-            columns={"eval_return": "value"}).copy()
+    if source in EVAL_SOURCES:
+        ev = df[df[source].notna()]
+        out = ev[keys + ["env_steps", "wall_time_s", source]].rename(
+            columns={source: "value"}).copy()
     else:
         d = df[df["iteration"] > 0]
         ok = d["train_return"].notna()
@@ -139,7 +157,7 @@ def plot_curves(df: pd.DataFrame, path, title: str = "", x: str = "env_steps") -
     ax = fig.subplots()
     source = curve_source(df) if len(df) else "eval_return"
     if len(df):
-        marks = curve_table(return_points(df, "eval_return"), x) \
+        marks = curve_table(return_points(df, eval_source(df)), x) \
             if source == "train_return" else None
         for group, g in curve_table(return_points(df, source), x).groupby("group"):
             more = f", {failed[group]} failed" if group in failed else ""

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from pgjax.errors import ConfigError
-from pgjax.plots import (RETURN_LABELS, curve_source, return_points, run_failure, run_group,
+from pgjax.plots import (EVAL_SOURCES, RETURN_LABELS, curve_source, eval_source, return_points, run_failure, run_group,
                          with_chunks)
 
 
@@ -214,11 +214,11 @@ def final_returns(df: pd.DataFrame, source: str = "eval_return") -> pd.DataFrame
     """One row per run (env, group, run, value): its last held-out evaluation
     (``eval_return``) or its last curve point of training episodes (``train_return``: the
     stochastic policy's return over the last chunk in which episodes ended)."""
-    if source == "eval_return":
-        ev = df[df["eval_return"].notna()]
+    if source in EVAL_SOURCES:
+        ev = df[df[source].notna()]
         last = ev.loc[ev.groupby("run")["iteration"].idxmax()]
-        return last[["env", "group", "run", "eval_return"]].rename(
-            columns={"eval_return": "value"}).reset_index(drop=True)
+        return last[["env", "group", "run", source]].rename(
+            columns={source: "value"}).reset_index(drop=True)
     pts = return_points(df, source, keys=("env", "group", "run"))
     last = pts.loc[pts.groupby("run")["point"].idxmax()]
     return last[["env", "group", "run", "value"]].reset_index(drop=True)
@@ -270,7 +270,8 @@ def aggregate_tables(df: pd.DataFrame, reps: int, seed: int = 0,
     for group in scores:
         row = {"group": group, "runs_per_env": scores[group].shape[0],
                "envs": scores[group].shape[1],
-               "failed_runs": sum(n for (_, g), n in failed.items() if g == group)}
+               "failed_runs": sum(n for (_, g), n in failed.items() if g == group),
+               "returns": RETURN_LABELS[source]}
         for j, name in enumerate(fns):
             row[f"{name}_normalised"] = point[group][j]
             row[f"{name}_ci95_lo"], row[f"{name}_ci95_hi"] = ci[group][0, j], ci[group][1, j]
@@ -312,8 +313,8 @@ def plot_returns(df, out: Path, estimator: str, reps: int, source: str = "auto")
         src = curve_source(sub) if source == "auto" else source
         tables = {x: curves(sub, x, estimator, reps, source=src)
                   for x in ("env_steps", "wall_time_s")}
-        marks = {x: curves(sub, x, estimator, reps) for x in tables} \
-            if src == "train_return" and sub["eval_return"].notna().any() else None
+        marks = {x: curves(sub, x, estimator, reps, source=eval_source(sub)) for x in tables} \
+            if src == "train_return" and sub[eval_source(sub)].notna().any() else None
         fig = Figure(figsize=(11, 4))
         axes = fig.subplots(1, 2)
         for ax, (x, table) in zip(axes, tables.items()):
@@ -336,8 +337,8 @@ def plot_returns(df, out: Path, estimator: str, reps: int, source: str = "auto")
         fig.suptitle(env if marks is None else
                      f"{env} (lines: training episodes; markers: held-out evaluations)")
         fig.tight_layout()
-        stem = f"returns{'' if source == 'auto' else '_' + src.split('_')[0]}_" \
-               f"{env.replace(':', '-')}"
+        choice = {v: k for k, v in RETURNS.items()}[src]
+        stem = f"returns{'' if source == 'auto' else '_' + choice}_{env.replace(':', '-')}"
         written += _save(fig, out, stem)
         table = tables["env_steps"] if marks is None else \
             pd.concat([tables["env_steps"], marks["env_steps"]], ignore_index=True)
@@ -445,6 +446,10 @@ def trust_region_table(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+RETURNS = {"auto": "auto", "eval": "eval_return", "eval_stochastic": "eval_return_stochastic",
+           "train": "train_return"}  # pgjax plot --returns: the column each choice shows
+
+
 def plot_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="pgjax plot", description=__doc__.split("\n\n")[0])
     p.add_argument("paths", nargs="+", help="run directories, or folders containing them")
@@ -454,13 +459,17 @@ def plot_main(argv: list[str]) -> int:
     p.add_argument("--metric", action="append", default=[], metavar="COLUMN",
                    help="also plot this recorded column against the update (repeatable), "
                         "e.g. --metric beta --metric entropy")
-    p.add_argument("--returns", choices=("auto", "eval", "train"), default="auto",
+    p.add_argument("--returns", choices=tuple(RETURNS), default="auto",
                    help="what the return curves and final-return tables show: held-out "
-                        "evaluations of the deterministic policy (eval), the stochastic "
-                        "policy's training episodes (train), or auto: eval where every run has "
-                        "3 or more evaluations, else train. eval and train write "
-                        "returns_<eval|train>_<env>.* and aggregate_<eval|train>.csv, "
-                        "improvement_<eval|train>.csv beside the auto ones")
+                        "evaluations of the deterministic policy (eval) or of the stochastic "
+                        "one (eval_stochastic, recorded with --eval-mode stochastic or both), "
+                        "the stochastic policy's training episodes (train), or auto: the "
+                        "stochastic evaluations where every run recorded 3 or more, else the "
+                        "deterministic ones, else train (tables: the stochastic evaluation "
+                        "where every run has one, else the deterministic). The others write "
+                        "returns_<choice>_<env>.*, aggregate_<choice>.csv and "
+                        "improvement_<choice>.csv beside the auto ones; every table says in "
+                        "its returns column what it shows")
     a = p.parse_args(argv)
     try:
         if a.reps < 1:
@@ -475,11 +484,11 @@ def plot_main(argv: list[str]) -> int:
     out = Path(a.out or a.paths[0])
     out.mkdir(parents=True, exist_ok=True)
     written = [w for m in a.metric for w in plot_metric(df, out, m)]
-    source = {"auto": "auto", "eval": "eval_return", "train": "train_return"}[a.returns]
+    source = RETURNS[a.returns]
     suffix = "" if a.returns == "auto" else f"_{a.returns}"
     written += plot_returns(df, out, a.estimator, a.reps, source) + plot_trust_region(df, out)
-    agg, prob = aggregate_tables(df, a.reps, source="train_return" if a.returns == "train"
-                                 else "eval_return")
+    agg, prob = aggregate_tables(df, a.reps, source=eval_source(df) if source == "auto"
+                                 else source)
     tables = {f"aggregate{suffix}.csv": agg, f"improvement{suffix}.csv": prob,
               "trust_region.csv": (tr := trust_region_table(df)),
               "failures.csv": (fails := failure_table(df))}

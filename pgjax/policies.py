@@ -147,11 +147,13 @@ class ActorCritic(NamedTuple):
 
 def make_actor_critic(action: ActionSpace, policy: str = "auto", actor_hidden=(64, 64),
                       critic_hidden=(64, 64), activation: str = "tanh",
-                      init_log_std: float = 0.0, head_gain: float = 0.01) -> ActorCritic:
+                      init_log_std: float = 0.0, head_gain: float = 0.01,
+                      std_max=None) -> ActorCritic:
     """The feedforward kind for ``action``: ``policy`` is ``auto`` (Gaussian for Box,
-    categorical for Discrete) or ``gaussian`` / ``categorical``, checked against it."""
+    categorical for Discrete) or ``gaussian`` / ``categorical``, checked against it
+    (``std_max``: the Gaussian's bounded std, see ``GaussianActor``)."""
     actor, dist = feedforward_actor(action, policy, actor_hidden, activation, init_log_std,
-                                    head_gain)
+                                    head_gain, std_max)
     return ActorCritic(actor, Critic(tuple(critic_hidden), activation_fn(activation)), dist)
 
 
@@ -292,19 +294,26 @@ class JointPolicy(NamedTuple):
     central: bool
     squeeze: bool  # a single-agent discrete env: the joint action is a scalar, not [1]
     norm_mask: Any = None
+    full_state: bool = False  # every agent sees the global state and its one-hot id (HARL)
 
     @property
     def n_agents(self) -> int:
         return self.partition.n_agents
 
     @property
-    def input_size(self) -> int:
-        return self.partition.max_obs + (self.n_agents if self.shared_actor else 0)
+    def with_id(self) -> bool:
+        return self.shared_actor or self.full_state
 
     def agent_obs(self, obs):
-        o = self.partition.agent_obs(obs)
-        if self.shared_actor:
-            n = self.n_agents
+        """Global observations [..., D] -> each agent's actor input [..., n, O]: its view
+        (``Partition.agent_obs``; the whole state with ``full_state``), then its one-hot id
+        where the actor is shared or ``full_state``."""
+        n = self.n_agents
+        if self.full_state:
+            o = jnp.broadcast_to(obs[..., None, :], obs.shape[:-1] + (n, obs.shape[-1]))
+        else:
+            o = self.partition.agent_obs(obs)
+        if self.with_id:
             o = jnp.concatenate([o, jnp.broadcast_to(jnp.eye(n), o.shape[:-1] + (n,))], -1)
         return o
 
@@ -312,7 +321,7 @@ class JointPolicy(NamedTuple):
         n = self.n_agents
         k_actor, k_critic = jax.random.split(key)
         slots = 1 if self.shared_actor else n
-        o = jnp.zeros((1, self.input_size))
+        o = self.agent_obs(jnp.zeros((1,) + tuple(obs_shape)))[:, 0]
         # one actor slot is initialised from k_actor itself, as the feedforward kind does
         keys = k_actor[None] if slots == 1 else jax.random.split(k_actor, slots)
         actors = jax.vmap(lambda k: self.actor.init(k, o))(keys)
@@ -384,10 +393,10 @@ class JointPolicy(NamedTuple):
 
 
 def make_agent_nets(partition: Partition, actor_hidden, critic_hidden, activation: str,
-                    init_log_std: float = 0.0, head_gain: float = 0.01):
+                    init_log_std: float = 0.0, head_gain: float = 0.01, std_max=None):
     """(actor module, critic module, per-agent distribution) for a partition."""
     actor, dist = feedforward_actor(partition.action, "auto", actor_hidden, activation,
-                                    init_log_std, head_gain)
+                                    init_log_std, head_gain, std_max)
     return actor, Critic(tuple(critic_hidden), activation_fn(activation)), dist
 
 
@@ -399,8 +408,9 @@ def make_joint_policy(env, cfg, central: bool) -> JointPolicy:
     part = part or single_agent_partition(env.spec)
     actor, critic, dist = make_agent_nets(part, cfg.actor_hidden, cfg.critic_hidden,
                                           cfg.activation, cfg.init_log_std,
-                                          cfg.policy_head_gain)
-    return JointPolicy(actor, critic, part, dist, cfg.share_actor, central, squeeze)
+                                          cfg.policy_head_gain, cfg.std_max)
+    return JointPolicy(actor, critic, part, dist, cfg.share_actor, central, squeeze,
+                       full_state=cfg.agent_obs == "full_state_id")
 
 
 def frozen_entries(policy):

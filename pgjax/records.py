@@ -31,10 +31,11 @@ import numpy as np
 from filelock import FileLock, Timeout
 from flax import serialization
 
+from pgjax.config import TrainConfig
 from pgjax.errors import ConfigError
 from pgjax.files import (atomic_write_bytes, atomic_write_json,  # noqa: F401 (re-exported)
                          remove_stale_temporaries)
-from pgjax.train import EVAL_KEYS
+from pgjax.train import eval_keys
 
 
 
@@ -69,6 +70,7 @@ class RunRecords:
     rows: list | None = None  # per run: every metrics row written so far
     failed: dict | None = None  # run index -> failure message (its records stop there)
     sinks: list | None = None  # optional mirrors of the rows (TensorBoard, W&B)
+    eval_columns: tuple = ("eval_return", "eval_return_std", "eval_length")
 
     def __post_init__(self):
         self.rows = self.rows if self.rows is not None else [[] for _ in self.run_dirs]
@@ -95,14 +97,16 @@ class RunRecords:
             "grid": grid, "num_iterations": cfg.num_iterations,
             "env_steps_per_run": cfg.num_iterations * cfg.batch_size,
             "returns": {
-                "eval_return": f"held-out: mean over {cfg.eval_envs} episodes of the "
-                               f"deterministic policy on separate environments, after the "
-                               f"iterations {[c * cfg.eval_every for c in cfg.eval_chunks]}",
+                **{f"eval_return{'' if mode == 'deterministic' else '_' + mode}":
+                   f"held-out: mean over {cfg.eval_envs} episodes of the {mode} policy on "
+                   f"separate environments, after the iterations "
+                   f"{[c * cfg.eval_every for c in cfg.eval_chunks]}"
+                   for mode in cfg.eval_modes},
                 "train_return": "mean return of the training episodes (stochastic policy) "
                                 "that ended in the update; blank when none ended"},
             "runs": [{"id": d.name, "seed": s, "hparams": hp} for d, (s, hp) in zip(run_dirs, runs)],
             "versions": _versions()})
-        return cls(root=root, run_dirs=run_dirs)
+        return cls(root=root, run_dirs=run_dirs, eval_columns=eval_keys(cfg))
 
     @classmethod
     def reopen(cls, root, upto_iteration: int) -> "RunRecords":
@@ -127,7 +131,8 @@ class RunRecords:
                 else:
                     status.unlink()
         (root / "status.json").unlink(missing_ok=True)
-        rec = cls(root=root, run_dirs=run_dirs, columns=columns, rows=rows, failed=failed)
+        rec = cls(root=root, run_dirs=run_dirs, columns=columns, rows=rows, failed=failed,
+                  eval_columns=eval_keys(TrainConfig.from_record(cfg["config"])))
         for r in range(len(run_dirs)):
             rec._flush(r)
         return rec
@@ -163,7 +168,7 @@ class RunRecords:
         self.pending_initial = [{"iteration": iteration, "env_steps": env_steps,
                                   "wall_time_s": round(wall, 3),
                                   **{k: float(ev[k][r]) if ev is not None else ""
-                                     for k in EVAL_KEYS}}
+                                     for k in self.eval_columns}}
                                  for r in range(len(self.run_dirs))]
 
     def write_chunk(self, first_iter: int, steps_per_iter: int, wall: float, metrics: dict,
@@ -185,7 +190,7 @@ class RunRecords:
                     break
                 row = {"iteration": it, "env_steps": it * steps_per_iter,
                        "wall_time_s": round(wall, 3)}
-                for k in EVAL_KEYS:
+                for k in self.eval_columns:
                     row[k] = float(ev[k][r]) if i == n_iter - 1 and ev is not None else ""
                 row.update({k: float(np.asarray(metrics[k])[r, i]) for k in names})
                 rows.append(row)

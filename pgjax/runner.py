@@ -208,8 +208,13 @@ def _check_resumable(cfg: TrainConfig, root) -> None:
     saved = read_json(root / "config.json", "the run's config.json").get("config", {})
     check_records(root)
     now = json.loads(json.dumps(cfg.to_dict(), default=str))
+    # options whose spelling may differ while their effect is the same (a record written
+    # before the option existed, ``auto``) are compared by what they resolve to
+    then = TrainConfig.from_record(saved)
+    resolved = {"eval_mode": then.eval_modes == cfg.eval_modes,
+                "anneal_steps": then.anneal_iterations == cfg.anneal_iterations}
     diff = sorted(k for k in set(saved) | set(now)
-                  if k not in RESUME_IGNORED and saved.get(k) != now.get(k))
+                  if k not in RESUME_IGNORED and not resolved.get(k, saved.get(k) == now.get(k)))
     if diff:
         raise ConfigError(f"cannot resume {root}: its config differs in {', '.join(diff)}; "
                           f"resume with the same options, or pick a new --name")
@@ -341,12 +346,12 @@ def _progress_line(s: Session, c: int, metrics, ev, failed, seconds: float, wall
     ok = [r for r in range(n) if r not in failed]
     tr = metrics["train_return"][ok]
     tr = tr[np.isfinite(tr)].mean() if np.isfinite(tr).any() else float("nan")
-    if ev is None:
-        evaluated = ""
-    else:
-        er = ev["eval_return"][ok] if ok else np.full(1, np.nan)
-        evaluated = (f" | eval return {np.mean(er):8.1f} (min {np.min(er):.1f}, max "
-                     f"{np.max(er):.1f})")
+    evaluated = ""
+    for mode, key in (("", "eval_return"), (" stochastic", "eval_return_stochastic")):
+        if ev is not None and key in ev:
+            er = ev[key][ok] if ok else np.full(1, np.nan)
+            evaluated += (f" | eval return{mode} {np.mean(er):8.1f} (min {np.min(er):.1f}, "
+                          f"max {np.max(er):.1f})")
     return (f"  steps {(c + 1) * steps:>10,}/{cfg.num_iterations * cfg.batch_size:,} | "
             f"{steps * n / seconds:>9,.0f} steps/s | train return {tr:8.1f}{evaluated} | "
             f"{wall:6.0f}s")

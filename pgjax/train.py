@@ -44,7 +44,16 @@ from pgjax.policies import (ActorCritic, Forward, frozen_entries, make_actor_cri
 from pgjax.rollout import RolloutCarry, Transition, rollout
 
 
-EVAL_KEYS = ("eval_return", "eval_return_std", "eval_length")  # what ``evaluate`` returns
+# what ``evaluate`` records per evaluation policy (``TrainConfig.eval_modes``): the mean and
+# std of the return and the mean length over the eval envs' episodes
+EVAL_KEYS = {"deterministic": ("eval_return", "eval_return_std", "eval_length"),
+             "stochastic": ("eval_return_stochastic", "eval_return_stochastic_std",
+                            "eval_length_stochastic")}
+
+
+def eval_keys(cfg: TrainConfig) -> tuple[str, ...]:
+    """The columns ``Trainer.evaluate`` fills for ``cfg``."""
+    return tuple(k for mode in cfg.eval_modes for k in EVAL_KEYS[mode])
 
 
 @struct.dataclass
@@ -105,7 +114,7 @@ def build_policy(cfg: TrainConfig, env):
         return make_stateful_policy(env, cfg)
     return make_actor_critic(env.spec.action, "auto" if cfg.policy == "window" else cfg.policy,
                              cfg.actor_hidden, cfg.critic_hidden, cfg.activation,
-                             cfg.init_log_std, cfg.policy_head_gain)
+                             cfg.init_log_std, cfg.policy_head_gain, cfg.std_max)
 
 
 def check(cfgs) -> None:
@@ -274,7 +283,9 @@ class Trainer:
         """Everything after the rollout: the batch, one update of the rule, diagnostics.
         ``state.rollout`` is where the rollout ended; ``carry0`` the carry it started from."""
         prep = self.make_batch(state, traj, hp, carry0, state.rollout.carry)
-        progress = state.iteration.astype(jnp.float32) / self.cfg.num_iterations
+        # the fraction of the schedule's horizon done (``anneal_steps``), not of this run
+        progress = jnp.minimum(
+            state.iteration.astype(jnp.float32) / self.cfg.anneal_iterations, 1.0)
         params, algo_state, metrics = self.algo.update(state.params, state.algo_state,
                                                        prep.batch, k_update,
                                                        self._algo_hp(hp), progress)
@@ -371,7 +382,7 @@ class Trainer:
             return s, nan(shapes[0] if shapes else jax.eval_shape(self.chunk, s, hp)[1])
 
         state, metrics = jax.lax.cond(train, trained, untrained, state)
-        skipped = {k: jax.ShapeDtypeStruct((), jnp.float32) for k in EVAL_KEYS}
+        skipped = {k: jax.ShapeDtypeStruct((), jnp.float32) for k in eval_keys(self.cfg)}
         ev = jax.lax.cond(evaluate, lambda s: self.evaluate(s, key),
                           lambda s: nan(skipped), state)
         return state, metrics, ev
@@ -402,12 +413,17 @@ class Trainer:
         return out.ret, out.length
 
     def evaluate(self, state: TrainState, key):
-        """The held-out evaluation recorded after a chunk: mean and std of the return and
-        the mean length of one deterministic episode per eval env (see ``episodes``)."""
-        ret, length = self.episodes(state, key)
-        out = {"eval_return": ret.mean(), "eval_return_std": ret.std(),
-               "eval_length": length.mean()}
-        return {k: out[k].astype(jnp.float32) for k in EVAL_KEYS}
+        """The held-out evaluation recorded after a chunk, for each policy of
+        ``cfg.eval_modes``: mean and std of the return and the mean length of one episode
+        per eval env (see ``episodes``; the stochastic one from a key of its own)."""
+        out = {}
+        for mode in self.cfg.eval_modes:
+            stochastic = mode == "stochastic"
+            ret, length = self.episodes(state, jax.random.fold_in(key, 1) if stochastic
+                                        else key, stochastic)
+            values = (ret.mean(), ret.std(), length.mean())
+            out.update({k: v.astype(jnp.float32) for k, v in zip(EVAL_KEYS[mode], values)})
+        return out
 
     def train(self, key, hp):
         """A whole run as one pure function: (key, hp) -> (final state, metrics [I])."""
