@@ -251,14 +251,14 @@ def final_scores(df: pd.DataFrame, source: str = "eval_return") -> dict:
     return out
 
 
-def aggregate_tables(df: pd.DataFrame, reps: int, seed: int = 0,
-                     source: str = "eval_return"):
+def aggregate_tables(df: pd.DataFrame, reps: int, seed: int = 0, source: str = "auto"):
     """The aggregate table (IQM, mean and median of the normalised final returns with
     stratified-bootstrap CIs, and each env's mean final return) and the probability of
     improvement of every pair of groups; final returns from ``source`` (``final_returns``)."""
     from rliable import library as rly
     from rliable import metrics
 
+    source = eval_source(df) if source == "auto" else source
     scores = final_scores(df, source)
     fns = {"iqm": metrics.aggregate_iqm, "mean": metrics.aggregate_mean,
            "median": metrics.aggregate_median}
@@ -487,8 +487,7 @@ def plot_main(argv: list[str]) -> int:
     source = RETURNS[a.returns]
     suffix = "" if a.returns == "auto" else f"_{a.returns}"
     written += plot_returns(df, out, a.estimator, a.reps, source) + plot_trust_region(df, out)
-    agg, prob = aggregate_tables(df, a.reps, source=eval_source(df) if source == "auto"
-                                 else source)
+    agg, prob = aggregate_tables(df, a.reps, source=source)
     tables = {f"aggregate{suffix}.csv": agg, f"improvement{suffix}.csv": prob,
               "trust_region.csv": (tr := trust_region_table(df)),
               "failures.csv": (fails := failure_table(df))}

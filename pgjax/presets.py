@@ -233,7 +233,10 @@ def resolve(name: str, env: str) -> dict:
     if per_task is None:
         camel = {re.sub(r"[^a-z0-9]", "", k): k for k in p.per_task}
         per_task = p.per_task.get(camel.get(re.sub(r"[^a-z0-9]", "", key), ""), {})
-    return {**p.options, **per_task}
+    out = {**p.options, **per_task}
+    if "steps" in out:  # the source's budget is its schedules' horizon unless it says another
+        out.setdefault("anneal_steps", out["steps"])
+    return out
 
 
 def describe(p: Preset) -> str:

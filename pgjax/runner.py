@@ -210,6 +210,9 @@ def _check_resumable(cfg: TrainConfig, root) -> None:
     now = json.loads(json.dumps(cfg.to_dict(), default=str))
     # options whose spelling may differ while their effect is the same (a record written
     # before the option existed, ``auto``) are compared by what they resolve to
+    from pgjax.config import LEGACY
+
+    saved = {**LEGACY, **saved}
     then = TrainConfig.from_record(saved)
     resolved = {"eval_mode": then.eval_modes == cfg.eval_modes,
                 "anneal_steps": then.anneal_iterations == cfg.anneal_iterations}
