@@ -24,6 +24,7 @@ class Preset(NamedTuple):
     options: dict  # option -> value, for every task
     per_task: dict = {}  # task key (see task_key) -> options for that task only
     deviations: tuple = ()  # what differs from the source, and why
+    lines: dict = {}  # option -> the source line its value comes from (path:line)
 
 
 def _same(rules, **values) -> dict:
@@ -49,7 +50,10 @@ CLEANRL = Preset(
     deviations=(
         "cleanrl treats a time-limit truncation as termination; pgjax bootstraps it with "
         "V(final observation)",
-        "target_kl (off here) is checked per minibatch in pgjax, per epoch in cleanrl"))
+        "target_kl (off here) is checked per minibatch in pgjax, per epoch in cleanrl"),
+    lines={"steps": "cleanrl/ppo_continuous_action.py: total_timesteps = 1000000",
+           "anneal_steps": "cleanrl/ppo_continuous_action.py: frac = 1 - (iteration - 1) / "
+                           "num_iterations, num_iterations = total_timesteps // batch_size"})
 
 SPO_PAPER = Preset(
     "spo-paper",
@@ -63,7 +67,16 @@ SPO_PAPER = Preset(
      "policy_head_gain": 0.01, "normalize_obs": True, "obs_stats": "running",
      "obs_stats_steps": 0, "normalize_reward": True, "value_norm": False,
      "reward_scale": 1.0, **_same(["ppo", "spo"], **{**_CLEANRL_PPO, "adam_eps": 1e-8, "minibatches": 4})},
-    deviations=("the paper's code treats truncation as termination; pgjax bootstraps it",))
+    deviations=(
+        "the paper's code treats truncation as termination; pgjax bootstraps it",
+        "the paper has no held-out evaluation: its curves are the returns of the stochastic "
+        "training episodes (pgjax's train_return, pgjax plot --returns train); pgjax also "
+        "records deterministic held-out evaluations"),
+    lines={"steps": "mujoco/main.py:21 (total_time_steps 1e7)",
+           "anneal_steps": "mujoco/main.py:123,131-135 (num_updates = total_time_steps // "
+                           "batch_size; lr = (1 - (update - 1) / num_updates) * 3e-4)",
+           "num_envs": "mujoco/main.py:24-28", "rollout_len": "mujoco/main.py:24-28",
+           "spo.minibatches": "mujoco/main.py:40-41 (minibatch 512)"})
 
 FIXPO_PAPER = Preset(
     "fixpo-paper",
@@ -71,7 +84,8 @@ FIXPO_PAPER = Preset(
     "minibatch 1024, fixup after every epoch, C_beta 3, initial log-std -0.5",
     "uscresl/stabilized-rl @ e804a23: exps_tianshou.py (C_beta 3), "
     "src/mujoco_fixpo_tianshou.py, src/fixpo_tianshou.py",
-    {"algo": "fixpo", "num_envs": 64, "rollout_len": 128, "steps": 10_000_000, "gamma": 0.99,
+    {"algo": "fixpo", "num_envs": 64, "rollout_len": 128, "steps": 10_000_000,
+     "anneal_steps": 12_288_000, "eval_mode": "stochastic", "gamma": 0.99,
      "gae_lambda": 0.95, "actor_hidden": (64, 64), "critic_hidden": (64, 64),
      "activation": "tanh", "init_log_std": -0.5, "policy_head_gain": 0.01,
      "normalize_obs": True, "obs_stats": "running", "obs_stats_steps": 0,
@@ -88,38 +102,167 @@ FIXPO_PAPER = Preset(
         "(value_norm), with advantages from raw rewards",
         "the fixup minibatches are a fixed split of the batch (reshuffled by the authors)",
         "the authors' 10M steps are collected in 8192-step chunks per 20k-step epoch, about "
-        "12.3M steps in all; the preset says 10M"))
+        "12.3M steps in all, over which the learning rate anneals (anneal_steps); the preset "
+        "runs the 10M their figures show",
+        "the authors evaluate 10 episodes per 20k-step epoch; pgjax evaluates --eval-envs "
+        "episodes at the chunks --evals picks"),
+    lines={"anneal_steps": "src/mujoco_fixpo_tianshou.py:138-146 (LambdaLR 1 - epoch / "
+                           "max_update_num, max_update_num = ceil(20000 / 8192) * 500 = 1500 "
+                           "updates of 8192 steps); exps_tianshou.py:59,158 (500 epochs of "
+                           "20,000 steps)",
+           "eval_mode": "tianshou pg.py:47 (deterministic_eval False, not set by "
+                        "src/mujoco_fixpo_tianshou.py)",
+           "c_beta": "exps_tianshou.py:518-524 (target_coeff 3)"})
+
+FIXPO_PAPER_PPO = Preset(
+    "fixpo-paper-ppo",
+    "The FixPO paper's PPO baseline as the authors ran it: tianshou PPO, 64 envs x 32 steps "
+    "(batch 2048), minibatch 64, 10 epochs, no advantage normalisation, no value clipping, "
+    "initial log-std -0.5, lr 3e-4 annealed over 5,000 updates",
+    "uscresl/stabilized-rl @ e804a23: src/mujoco_ppo_tianshou.py, exps_tianshou.py",
+    {"algo": "ppo", "num_envs": 64, "rollout_len": 32, "steps": 10_000_000,
+     "anneal_steps": 10_240_000, "eval_mode": "stochastic", "gamma": 0.99,
+     "gae_lambda": 0.95, "actor_hidden": (64, 64), "critic_hidden": (64, 64),
+     "activation": "tanh", "init_log_std": -0.5, "policy_head_gain": 0.01,
+     "normalize_obs": True, "obs_stats": "running", "obs_stats_steps": 0,
+     "normalize_reward": True, "value_norm": False, "reward_scale": 1.0,
+     **_same(["ppo"], lr=3e-4, anneal_lr=True, adam_eps=1e-8, epochs=10, minibatches=32,
+             norm_adv=False, clip_eps=0.2, clip_vloss=False, vf_coef=0.5, ent_coef=0.0,
+             max_grad_norm=0.5, target_kl=0.0)},
+    deviations=(
+        "value loss: tianshou's vf_coef 0.25 multiplies a loss without the 1/2 factor, "
+        "pgjax's has it, so vf_coef is 0.5",
+        "tianshou recomputes the advantages with the current critic before every epoch "
+        "(recompute_advantage); pgjax computes GAE once per rollout",
+        "tianshou's reward normalisation divides the returns by their running std (no "
+        "clip); pgjax scales the rewards by the running std of the discounted return, "
+        "clipped to +-10",
+        "the authors' 10M steps run as 500 epochs of 20,480 steps (10.24M), over which the "
+        "learning rate anneals (anneal_steps)"),
+    lines={"num_envs": "src/mujoco_ppo_tianshou.py:34,37 (step_per_collect 2048, 64 envs)",
+           "ppo.minibatches": "src/mujoco_ppo_tianshou.py:36 (batch_size 64)",
+           "ppo.epochs": "src/mujoco_ppo_tianshou.py:35 (repeat_per_collect 10)",
+           "ppo.lr": "src/mujoco_ppo_tianshou.py:30", "anneal_steps":
+           "src/mujoco_ppo_tianshou.py:129-138 (max_update_num = ceil(20000 / 2048) * 500)",
+           "ppo.clip_eps": "src/mujoco_ppo_tianshou.py:47",
+           "ppo.vf_coef": "src/mujoco_ppo_tianshou.py:41 (0.25, no 1/2 factor)",
+           "ppo.max_grad_norm": "src/mujoco_ppo_tianshou.py:46",
+           "normalize_reward": "src/mujoco_ppo_tianshou.py:40",
+           "ppo.norm_adv": "src/mujoco_ppo_tianshou.py:50",
+           "ppo.clip_vloss": "src/mujoco_ppo_tianshou.py:49",
+           "init_log_std": "src/mujoco_ppo_tianshou.py:111",
+           "eval_mode": "tianshou pg.py:47 (deterministic_eval False)"})
 
 _S2PG_CLIP = {"hopper": 0.05, "walker2d": 0.05, "halfcheetah": 0.2, "ant": 0.2,
               "humanoid": 0.1}
+_S2PG_DIR = "experiments/01_Reinforcement_Learning/"
+# what every PPO run of the S2PG paper's POMDP experiments shares (experiment.py of each
+# launcher's folder): 5M steps (100 epochs of 50,000), fits of 2000 steps in minibatches of
+# 32 for 10 epochs, constant learning rates, no gradient or value clipping, entropy 0
+_S2PG_COMMON = {
+    "num_envs": 8, "rollout_len": 256, "steps": 5_000_000, "episode_length": 1000,
+    "gamma": 0.99, "gae_lambda": 0.95, "eval_mode": "both", "activation": "relu",
+    "normalize_obs": True, "obs_stats": "running", "obs_stats_steps": 0,
+    "normalize_reward": False, "value_norm": False, "reward_scale": 1.0,
+    **_same(["ppo"], anneal_lr=False, adam_eps=1e-8, epochs=10, minibatches=64,
+            norm_adv=True, clip_vloss=False, vf_coef=0.5, ent_coef=0.0, max_grad_norm=1e10,
+            target_kl=0.0)}
+_S2PG_DEVIATIONS = (
+    "2048 steps per update in 64 minibatches of 32 (the authors: 2000 steps, 62 "
+    "minibatches of 32 and one of 16; pgjax splits a batch evenly)",
+    "one optimiser for actor and critic trained together (the authors fit the critic "
+    "first, with its own Adam); no gradient clipping (max_grad_norm 1e10)",
+    "advantages are normalised per minibatch (the authors: once per batch)",
+    "the authors evaluate 10 episodes after every 50,000 steps, stochastically and with the "
+    "mean action (eval_mode both); their memoryless and oracle policies ignore the "
+    "deterministic flag, so both of their logs are stochastic there")
+_S2PG_LINES = {
+    "steps": f"{_S2PG_DIR}04_Vanilla/01_POMDP/launcher.py:23-25 (100 epochs x 50,000 steps)",
+    "ppo.anneal_lr": "no scheduler in the repository (constant lr)",
+    "ppo.minibatches": f"{_S2PG_DIR}02_RS/01_POMDP/experiment.py:35 (batch_size_actor 32)",
+    "eval_mode": "s2pg/utils/training.py:57,75 (do_evaluation and "
+                 "do_evaluation_deterministic, both every epoch)"}
 
 S2PG_PAPER = Preset(
     "s2pg-paper",
     "S2PG with PPO as in the paper's POMDP runs: GRU state z of 128, one learned std over "
     "[a, z'] starting at 0.5, previous action as input, lr 5e-5 constant, minibatch 32, "
-    "clip per body; pass --policy stateful (and --observe positions for the POMDP)",
+    "clip per body, stochastic and deterministic evaluations; pass --policy stateful (and "
+    "--observe positions for the POMDP). Its baselines: s2pg-paper-memoryless, "
+    "s2pg-paper-bptt",
     "robfiras/s2pg @ 605000a: experiments/01_Reinforcement_Learning/02_RS/01_POMDP/"
     "launcher.py and experiment.py, s2pg/policy/recurrent_policy.py, "
     "s2pg/algorithms/reinforcement_learning/deep_actor_critic/rs/ppo_rs.py",
-    {"algo": "ppo", "policy": "stateful", "num_envs": 8, "rollout_len": 256,
-     "steps": 5_000_000, "episode_length": 1000, "gamma": 0.99, "gae_lambda": 0.95,
-     "z_dim": 128, "z_std": 0.5, "init_log_std": math.log(0.5), "stateful_prev_action": True,
-     "actor_hidden": (128,), "critic_hidden": (128, 128), "activation": "relu",
-     "normalize_obs": True, "obs_stats": "running", "obs_stats_steps": 0,
-     "normalize_reward": False, "value_norm": False, "reward_scale": 1.0,
-     **_same(["ppo"], lr=5e-5, anneal_lr=False, adam_eps=1e-8, epochs=10, minibatches=64,
-             norm_adv=True, clip_eps=0.2, clip_vloss=False, vf_coef=0.5, ent_coef=0.0,
-             max_grad_norm=1e10, target_kl=0.0)},
+    {**_S2PG_COMMON, "algo": "ppo", "policy": "stateful", "z_dim": 128, "z_std": 0.5,
+     "init_log_std": math.log(0.5), "stateful_prev_action": True,
+     "actor_hidden": (128,), "critic_hidden": (128, 128), **_same(["ppo"], lr=5e-5)},
     per_task={t: {"ppo.clip_eps": e} for t, e in _S2PG_CLIP.items()},
     deviations=(
-        "2048 steps per update in 64 minibatches of 32 (the authors: 2000 steps, 62 "
-        "minibatches of 32 and one of 16; pgjax splits a batch evenly)",
-        "one optimiser for actor and critic trained together (the authors fit the critic "
-        "first, with its own Adam); no gradient clipping (max_grad_norm 1e10)",
+        *_S2PG_DEVIATIONS,
         "pgjax's stateful actor feeds one observation embedding to the GRU and the action "
         "head (the authors use two), and initialises orthogonally (theirs: Xavier)",
-        "advantages are normalised per minibatch (the authors: once per batch)",
-        "ant and humanoid: the authors also keep contact forces in the POMDP observation"))
+        "ant and humanoid: the authors also keep contact forces in the POMDP observation"),
+    lines={**_S2PG_LINES, "ppo.lr": f"{_S2PG_DIR}02_RS/01_POMDP/launcher.py:32-33",
+           "ppo.clip_eps": f"{_S2PG_DIR}02_RS/01_POMDP/launcher.py:42-54"})
+
+# the memoryless PPO baseline (04_Vanilla): lr 1e-4 (humanoid 5e-5), clip 0.01 (humanoid
+# 0.005), initial std 1, a 128-128 ReLU MLP for actor and critic
+_S2PG_MEMORYLESS = {"hopper": (1e-4, 0.01), "walker2d": (1e-4, 0.01),
+                    "halfcheetah": (1e-4, 0.01), "ant": (1e-4, 0.01),
+                    "humanoid": (5e-5, 0.005)}
+
+S2PG_PAPER_MEMORYLESS = Preset(
+    "s2pg-paper-memoryless",
+    "The S2PG paper's memoryless PPO baseline as the authors ran it: a feedforward 128-128 "
+    "ReLU policy on the partial observation, lr 1e-4, clip 0.01, initial std 1.0, the "
+    "shared S2PG protocol (minibatch 32, 10 epochs, constant lr, 5M steps)",
+    "robfiras/s2pg @ 605000a: experiments/01_Reinforcement_Learning/04_Vanilla/01_POMDP/"
+    "launcher.py and experiment.py",
+    {**_S2PG_COMMON, "algo": "ppo", "policy": "auto", "init_log_std": 0.0,
+     "actor_hidden": (128, 128), "critic_hidden": (128, 128),
+     **_same(["ppo"], lr=1e-4, clip_eps=0.01)},
+    per_task={t: {"ppo.lr": lr, "ppo.clip_eps": e}
+              for t, (lr, e) in _S2PG_MEMORYLESS.items()},
+    deviations=(*_S2PG_DEVIATIONS,
+                "the authors initialise with Xavier (x0.01 on the output); pgjax "
+                "orthogonally (0.01 head gain)"),
+    lines={**_S2PG_LINES,
+           "ppo.lr": f"{_S2PG_DIR}04_Vanilla/01_POMDP/launcher.py:37,40 (lr_actor__ / "
+                     f"lr_critic__ override the 3e-4 of the defaults dict)",
+           "ppo.clip_eps": f"{_S2PG_DIR}04_Vanilla/01_POMDP/launcher.py:37,40",
+           "init_log_std": f"{_S2PG_DIR}04_Vanilla/01_POMDP/launcher.py:31 (std_0 1.0)",
+           "actor_hidden": f"{_S2PG_DIR}04_Vanilla/01_POMDP/experiment.py:69-78"})
+
+# the BPTT baseline (01_BPTT): GRU 128, truncation 5 or 32, initial std 0.5, per-body lr
+# and clip
+_S2PG_BPTT = {"hopper": (5e-5, 0.1), "walker2d": (1e-4, 0.2), "halfcheetah": (5e-5, 0.2),
+              "ant": (1e-4, 0.2), "humanoid": (1e-4, 0.2)}
+
+S2PG_PAPER_BPTT = Preset(
+    "s2pg-paper-bptt",
+    "The S2PG paper's BPTT baseline as the authors ran it: a GRU policy of 128 trained by "
+    "backpropagation through time truncated at 32 steps (the paper also runs 5: --bptt-len "
+    "5), initial std 0.5, per-body lr (5e-5 hopper and halfcheetah, else 1e-4) and clip "
+    "(0.1 hopper, else 0.2), the shared S2PG protocol",
+    "robfiras/s2pg @ 605000a: experiments/01_Reinforcement_Learning/01_BPTT/01_POMDP/"
+    "launcher.py and experiment.py, s2pg/networks/recurrent_networks.py",
+    {**_S2PG_COMMON, "algo": "ppo", "policy": "recurrent", "carry_size": 128, "bptt_len": 32,
+     "init_log_std": math.log(0.5), "actor_hidden": (128,), "critic_hidden": (128,),
+     **_same(["ppo"], lr=5e-5, clip_eps=0.2)},
+    per_task={t: {"ppo.lr": lr, "ppo.clip_eps": e} for t, (lr, e) in _S2PG_BPTT.items()},
+    deviations=(
+        *_S2PG_DEVIATIONS,
+        "the authors' GRU actor also embeds the previous action and joins a second "
+        "observation embedding after the GRU; pgjax's GRU policy reads the observation only",
+        "the authors' critic restarts its GRU from a zero state over each truncation window; "
+        "pgjax's critic carries its state like the actor",
+        "humanoid: the authors also hide com_inertia and com_velocity"),
+    lines={**_S2PG_LINES,
+           "ppo.lr": f"{_S2PG_DIR}01_BPTT/01_POMDP/launcher.py:39-47",
+           "ppo.clip_eps": f"{_S2PG_DIR}01_BPTT/01_POMDP/launcher.py:39-47",
+           "bptt_len": f"{_S2PG_DIR}01_BPTT/01_POMDP/launcher.py:35 (5 and 32)",
+           "carry_size": f"{_S2PG_DIR}01_BPTT/01_POMDP/launcher.py:34",
+           "init_log_std": f"{_S2PG_DIR}01_BPTT/01_POMDP/launcher.py:30 (std_0 0.5)"})
 
 _BRAX_TASKS = {  # from Brax's training notebook: envs, minibatch (sequences), minibatches,
     # epochs, unroll, discount, entropy, reward scale, steps
@@ -185,6 +328,7 @@ HAPPO_PAPER = Preset(
      "episode_length": 1000, "gamma": 0.99, "gae_lambda": 0.95,
      "actor_hidden": (128, 128, 128), "critic_hidden": (128, 128, 128), "activation": "relu",
      "policy_head_gain": 0.01, "init_log_std": math.log(0.5 / (1 + math.exp(-1.0))),
+     "std_max": 0.5, "agent_obs": "full_state_id", "eval_mode": "deterministic",
      "share_actor": False, "agent_order": "random", "normalize_obs": True,
      "obs_stats": "running", "obs_stats_steps": 0, "normalize_reward": False,
      "value_norm": True, "reward_scale": 1.0,
@@ -198,15 +342,23 @@ HAPPO_PAPER = Preset(
         "(value_norm, no mean)",
         "HARL normalises features with LayerNorm (input and hidden layers); pgjax uses "
         "running observation statistics and no LayerNorm",
-        "HARL's std is sigmoid-bounded below 0.5; pgjax's log-std is unbounded (it starts at "
-        "HARL's initial 0.366)",
         "HARL clips each actor's and the critic's gradients separately (norm 10); pgjax clips "
         "each agent's update and the critic's with one global norm",
-        "HARL gives every agent the full state plus a one-hot id; pgjax's mabrax agents see "
-        "their own and neighbouring joints and the root",
-        "halfcheetah_6x1 has no tuned HAPPO config in HARL: it gets the defaults"))
+        "HARL standardises each agent's observation vector over its own entries (and the "
+        "critic's state); pgjax uses running per-entry observation statistics",
+        "Brax's bodies stand in for Gymnasium's MuJoCo models (mabrax:)",
+        "halfcheetah_6x1 has no tuned HAPPO config in HARL: it gets the defaults"),
+    lines={"agent_obs": "harl/envs/mamujoco/multiagent_mujoco/mujoco_multi.py:199-212 "
+                        "(obs_i = concatenate([state, agent_id_feats]))",
+           "std_max": "harl/models/base/distributions.py:83,88; harl/configs/algos_cfgs/"
+                      "happo.yaml:76,78 (std = sigmoid(log_std / 1) * 0.5)",
+           "eval_mode": "harl/runners/on_policy_base_runner.py:531 (deterministic=True)",
+           "steps": "harl/configs/algos_cfgs/happo.yaml:18 (num_env_steps 10M)",
+           "ppo.anneal_lr": "happo.yaml:28 (False); tuned configs: True for hopper_3x1, "
+                            "humanoid_17x1, walker2d_2x3"})
 
-PRESETS = {p.name: p for p in (CLEANRL, SPO_PAPER, FIXPO_PAPER, S2PG_PAPER, HAPPO_PAPER, BRAX)}
+PRESETS = {p.name: p for p in (CLEANRL, SPO_PAPER, FIXPO_PAPER, FIXPO_PAPER_PPO, S2PG_PAPER,
+                               S2PG_PAPER_MEMORYLESS, S2PG_PAPER_BPTT, HAPPO_PAPER, BRAX)}
 
 
 def task_key(env: str) -> str:
@@ -245,6 +397,9 @@ def describe(p: Preset) -> str:
     lines += [f"    {k} = {v!r}" for k, v in p.options.items()]
     for task, opts in p.per_task.items():
         lines.append(f"  for {task}: " + ", ".join(f"{k} = {v!r}" for k, v in opts.items()))
+    if p.lines:
+        lines.append("  source lines:")
+        lines += [f"    {k}: {v}" for k, v in p.lines.items()]
     if p.deviations:
         lines.append("  differs from the source:")
         lines += [f"    - {d}" for d in p.deviations]

@@ -15,7 +15,9 @@ from pgjax.sweep import Sweep
 # a task each preset is meant for
 ENVS = {"cleanrl": "gym:HalfCheetah-v5", "spo-paper": "gym:Hopper-v5",
         "fixpo-paper": "gym:Hopper-v5", "s2pg-paper": "brax:hopper",
-        "happo-paper": "mabrax:halfcheetah_2x3", "brax": "brax:halfcheetah"}
+        "happo-paper": "mabrax:halfcheetah_2x3", "brax": "brax:halfcheetah",
+        "fixpo-paper-ppo": "gym:Hopper-v5", "s2pg-paper-memoryless": "brax:halfcheetah",
+        "s2pg-paper-bptt": "brax:hopper"}
 
 
 def _value(cfg: TrainConfig, key: str):
