@@ -206,6 +206,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into a reader that stopped (e.g. `| head`)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: records are atomic, checkpoints verified on resume
+        print("pgjax: interrupted; finished chunks are recorded (continue a run with "
+              "--resume, a sweep by running it again)", file=sys.stderr)
+        return 130
 
 
 def _main(argv: list[str]) -> int:

@@ -39,8 +39,16 @@ from pgjax.train import eval_keys
 
 
 
+def exact(v: float) -> str:
+    """``v`` as ``%g`` where that reads back as ``v`` exactly, else its shortest exact form
+    (``1.000001e-4`` stays distinct from ``1e-4``): names built from values never merge two
+    distinct values."""
+    short = f"{v:g}"
+    return short if float(short) == v else repr(float(v))
+
+
 def run_id(seed: int, hp: dict, varied: list[str]) -> str:
-    parts = [f"{k.split('.')[-1]}={hp[k]:g}" for k in varied]
+    parts = [f"{k.split('.')[-1]}={exact(hp[k])}" for k in varied]
     return "_".join(parts + [f"seed{seed}"])
 
 
@@ -107,6 +115,14 @@ class RunRecords:
             "runs": [{"id": d.name, "seed": s, "hparams": hp} for d, (s, hp) in zip(run_dirs, runs)],
             "versions": _versions()})
         return cls(root=root, run_dirs=run_dirs, eval_columns=eval_keys(cfg))
+
+    @classmethod
+    def read(cls, root) -> "RunRecords":
+        """The records of a run directory as they are, for reading: nothing is written,
+        cut back or removed (a finished run stays finished)."""
+        root = Path(root)
+        cfg = read_json(root / "config.json", "the run's config.json")
+        return cls(root=root, run_dirs=[root / "runs" / r["id"] for r in cfg["runs"]])
 
     @classmethod
     def reopen(cls, root, upto_iteration: int) -> "RunRecords":
@@ -238,7 +254,8 @@ def claim(cfg) -> FileLock:
     """Take the run directory ``<out>/<name>`` for this process, before anything compiles: it
     is created if needed and locked (a second process on it is refused at once; the lock goes
     with the process, even on SIGKILL). A directory that already holds a run is refused
-    unless ``cfg.resume`` continues it or ``cfg.overwrite`` replaces it (then it is emptied)."""
+    unless ``cfg.resume`` continues it or ``cfg.overwrite`` replaces it (its records are
+    then moved aside, ``trash_dir``, and removed once the new run has finished)."""
     out, root = Path(cfg.out), Path(cfg.out) / cfg.name
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file; pass a directory for the run directories")
@@ -258,10 +275,33 @@ def claim(cfg) -> FileLock:
             state = "a finished run" if is_finished(root) else "an unfinished run"
             raise ConfigError(f"{root} already holds {state}; pass --resume to continue it, "
                               f"--overwrite to replace it, or pick another --name")
+        aside = trash_dir(root)
+        aside.mkdir(parents=True)
         for entry in root.iterdir():
             if entry.name != ".lock":
-                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+                entry.rename(aside / entry.name)
     return lock
+
+
+def trash_dir(root: Path) -> Path:
+    """Where ``--overwrite`` moves the run it replaces (``<out>/.trash/<name>-<time>``), kept
+    until the new run has finished, so that a failure of the new run never leaves nothing."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = root.parent / ".trash" / f"{root.name}-{stamp}"
+    out, n = base, 1
+    while out.exists():
+        out, n = base.with_name(f"{base.name}-{n}"), n + 1
+    return out
+
+
+def empty_trash(root: Path) -> None:
+    """After ``root``'s new run has finished: remove the runs ``--overwrite`` set aside."""
+    trash = root.parent / ".trash"
+    for old in trash.glob(f"{root.name}-*") if trash.is_dir() else ():
+        if old.name.removeprefix(root.name + "-")[:8].isdigit():
+            shutil.rmtree(old, ignore_errors=True)
+    if trash.is_dir() and not any(trash.iterdir()):
+        trash.rmdir()
 
 
 def read_json(path: Path, what: str) -> dict:

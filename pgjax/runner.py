@@ -177,7 +177,7 @@ class VmappedRuns:
         return self._call("restart", state, keys)
 
 
-RESUME_IGNORED = ("resume", "overwrite", "quiet", "tensorboard", "wandb", "wandb_project",
+RESUME_IGNORED = ("resume", "overwrite", "quiet", "name", "out", "tensorboard", "wandb", "wandb_project",
                   "distributed", "shard", "checkpoint_every", "checkpoint_seconds")
 
 
@@ -443,10 +443,15 @@ def _finish(s: Session, failed: dict, strict: bool):
         # a finished run is never resumed; its parameters are in params.msgpack
         shutil.rmtree(s.root / "checkpoint", ignore_errors=True)
     if strict and failed:
-        first = failed[min(failed)]
-        more = f" ({len(failed) - 1} more failed runs, see status.json)" if len(failed) > 1 else ""
-        raise TrainingError(first + more)
+        raise_failures(failed)
     return s.records
+
+
+def raise_failures(failed: dict):
+    """``TrainingError`` naming the first failed run (and how many more failed)."""
+    first = failed[min(failed)]
+    more = f" ({len(failed) - 1} more failed runs, see status.json)" if len(failed) > 1 else ""
+    raise TrainingError(first + more)
 
 
 def run(cfg: TrainConfig, log=None, trainer: Trainer | None = None, strict: bool = True):
@@ -466,23 +471,30 @@ def run(cfg: TrainConfig, log=None, trainer: Trainer | None = None, strict: bool
         initialize_distributed()
     root = Path(cfg.out) / cfg.name
     say = (lambda *a: None) if cfg.quiet else (log or (lambda *a: print(*a, flush=True)))
-    lock = run_records.claim(cfg) if jax.process_index() == 0 else None
+    # a trainer given may have been altered (its methods wrapped): never stored. Built
+    # first: the environment id, backend, policy kind and rule are checked before the run
+    # directory is created, locked or replaced
+    stored, trainer = trainer is None, trainer or Trainer(cfg)
     try:
-        resuming = cfg.resume and (root / "config.json").exists()
-        if resuming:
-            _check_resumable(cfg, root)
-            if run_records.is_finished(root):
-                say(f"pgjax: {root} is already finished; nothing to resume")
-                return run_records.RunRecords.reopen(root, cfg.num_iterations)
-        steps = _verified_checkpoints(cfg, root) if resuming else []
-        # a trainer given may have been altered (its methods wrapped): never stored
-        stored, trainer = trainer is None, trainer or Trainer(cfg)
+        lock = run_records.claim(cfg) if jax.process_index() == 0 else None
         try:
+            resuming = cfg.resume and (root / "config.json").exists()
+            if resuming:
+                _check_resumable(cfg, root)
+                if run_records.is_finished(root):
+                    say(f"pgjax: {root} is already finished; nothing to resume")
+                    return run_records.RunRecords.read(root)
+            steps = _verified_checkpoints(cfg, root) if resuming else []
             session, state, start, failed = _start(cfg, trainer, say, resuming, steps, stored)
             failed = _train_chunks(session, state, start, failed)
+            out = _finish(session, failed, strict=False)
+            if lock is not None:
+                run_records.empty_trash(root)
+            if strict and failed:
+                raise_failures(failed)
+            return out
         finally:
-            trainer.close()
-        return _finish(session, failed, strict)
+            if lock is not None:
+                lock.release()
     finally:
-        if lock is not None:
-            lock.release()
+        trainer.close()
