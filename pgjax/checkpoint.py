@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import NamedTuple
 
 from pgjax.files import atomic_write_json
 
@@ -29,33 +30,45 @@ def _digest(step_dir: Path) -> dict:
     return out
 
 
-def verified_steps(directory) -> tuple[list[int], dict]:
-    """The checkpoint steps under ``directory`` whose files match the checksums recorded
-    when they were saved, newest first, and {step: why} for the others. Reads files only,
-    so a resume can choose (or refuse) before anything compiles. Checkpoints saved without
-    checksums (none recorded at all) are taken as they are."""
+class Verified(NamedTuple):
+    """The checkpoint steps of a directory, newest first: ``good`` (files match the
+    checksums recorded when they were saved), ``unverified`` ({step: why}: no checksum to
+    compare with, e.g. the checksum file is missing or unreadable) and ``damaged`` ({step:
+    why}: files differ from their checksums)."""
+
+    good: list
+    unverified: dict
+    damaged: dict
+
+
+def verified_steps(directory) -> Verified:
+    """Sort the checkpoint steps under ``directory`` (``Verified``). Reads files only, so a
+    resume can choose (or refuse) before anything compiles."""
     directory = Path(directory)
     if not directory.is_dir():
-        return [], {}
+        return Verified([], {}, {})
     steps = sorted((int(p.name) for p in directory.iterdir() if p.is_dir() and p.name.isdigit()),
                    reverse=True)
     try:
         digests = json.loads((directory / DIGESTS).read_text())
+        if not isinstance(digests, dict):
+            raise ValueError(DIGESTS)
+        missing = "no checksum recorded for it in {}".format(DIGESTS)
     except FileNotFoundError:
-        return steps, {}
+        digests, missing = {}, f"{DIGESTS} is missing"
     except (OSError, ValueError):
-        digests = {}
-    good, bad = [], {}
+        digests, missing = {}, f"{DIGESTS} is damaged"
+    good, unverified, damaged = [], {}, {}
     for step in steps:
         want, have = digests.get(str(step)), _digest(directory / str(step))
-        if want is None:
-            bad[step] = "no checksum recorded"
+        if not isinstance(want, dict):
+            unverified[step] = missing
         elif want != have:
             files = sorted(k for k in set(want) | set(have) if want.get(k) != have.get(k))
-            bad[step] = f"{len(files)} files differ from their checksums, e.g. {files[0]}"
+            damaged[step] = f"{len(files)} files differ from their checksums, e.g. {files[0]}"
         else:
             good.append(step)
-    return good, bad
+    return Verified(good, unverified, damaged)
 
 
 class Checkpoints:

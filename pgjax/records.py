@@ -16,6 +16,15 @@
 Every file is replaced atomically (written to a temporary file, fsynced, renamed) after each
 chunk, so a kill at any moment leaves either the previous or the new version, never a torn
 one; ``status.json`` at the root marks complete records.
+
+A run directory is in one of four states, and ``inspect`` is the one place that tells which
+(every command that reads or writes a run directory asks it): ``new`` (nothing recorded),
+``unfinished`` (records of a run that was stopped or is training: ``--resume`` continues it
+from a checkpoint), ``finished`` (``status.json``; never written to again unless
+``--overwrite`` replaces it) and ``damaged`` (a record that cannot be read, with the file
+and a fix that loses nothing). The transitions: ``claim`` (new -> unfinished, or a replaced
+run set aside first), ``RunRecords.reopen`` (a resume: unfinished -> unfinished, cut back to
+its checkpoint), ``RunRecords.finish`` (unfinished -> finished).
 """
 from __future__ import annotations
 
@@ -26,6 +35,7 @@ import time
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from filelock import FileLock, Timeout
@@ -122,7 +132,10 @@ class RunRecords:
         cut back or removed (a finished run stays finished)."""
         root = Path(root)
         cfg = read_json(root / "config.json", "the run's config.json")
-        return cls(root=root, run_dirs=[root / "runs" / r["id"] for r in cfg["runs"]])
+        run_dirs = [root / "runs" / r["id"] for r in cfg["runs"]]
+        failed = {i: st.get("error", "failed") for i, d in enumerate(run_dirs)
+                  if (st := run_status(d)) is not None}
+        return cls(root=root, run_dirs=run_dirs, failed=failed)
 
     @classmethod
     def reopen(cls, root, upto_iteration: int) -> "RunRecords":
@@ -130,22 +143,21 @@ class RunRecords:
         the checkpoint it resumes from); failures recorded before that point are kept."""
         root = Path(root)
         remove_stale_temporaries(root)  # the killed process's half-written files
-        cfg = json.loads((root / "config.json").read_text())
+        cfg = read_json(root / "config.json", "the run's config.json")
         run_dirs = [root / "runs" / r["id"] for r in cfg["runs"]]
         rows, failed, columns = [], {}, None
         for i, d in enumerate(run_dirs):
             kept = [r for r in _read_rows(d / "metrics.csv")
-                    if int(r["iteration"]) <= upto_iteration]
+                    if int(float(r["iteration"])) <= upto_iteration]
             rows.append(kept)
             if kept and columns is None:
                 columns = list(kept[0].keys())
-            status = d / "status.json"
-            if status.exists():
-                st = json.loads(status.read_text())
+            st = run_status(d)
+            if st is not None:
                 if st.get("update", 0) <= upto_iteration:
-                    failed[i] = st["error"]
+                    failed[i] = st.get("error", "failed")
                 else:
-                    status.unlink()
+                    (d / "status.json").unlink()
         (root / "status.json").unlink(missing_ok=True)
         rec = cls(root=root, run_dirs=run_dirs, columns=columns, rows=rows, failed=failed,
                   eval_columns=eval_keys(TrainConfig.from_record(cfg["config"])))
@@ -269,18 +281,30 @@ def claim(cfg) -> FileLock:
     except OSError as e:
         raise ConfigError(f"cannot create the run directory {root} ({e.strerror}); pass a "
                           f"writable --out") from None
-    if (root / "config.json").exists() and not cfg.resume:
+    found = inspect(root)
+    if found.state == "damaged" and not cfg.overwrite:
+        lock.release()
+        raise ConfigError(found.reason)
+    if found.state != "new" and not cfg.resume:
         if not cfg.overwrite:
             lock.release()
-            state = "a finished run" if is_finished(root) else "an unfinished run"
+            state = {"finished": "a finished run", "unfinished": "an unfinished run"}[found.state]
             raise ConfigError(f"{root} already holds {state}; pass --resume to continue it, "
-                              f"--overwrite to replace it, or pick another --name")
-        aside = trash_dir(root)
-        aside.mkdir(parents=True)
-        for entry in root.iterdir():
-            if entry.name != ".lock":
-                entry.rename(aside / entry.name)
+                              f"--overwrite to replace it (the old run is set aside in "
+                              f"{root.parent / '.trash'} until the new one finishes), or pick "
+                              f"another --name")
+        set_aside(root)
     return lock
+
+
+def set_aside(root: Path) -> Path:
+    """Move every record of ``root`` (not its lock) to a new ``trash_dir``; returns it."""
+    aside = trash_dir(root)
+    aside.mkdir(parents=True)
+    for entry in root.iterdir():
+        if entry.name != ".lock":
+            entry.rename(aside / entry.name)
+    return aside
 
 
 def trash_dir(root: Path) -> Path:
@@ -304,13 +328,16 @@ def empty_trash(root: Path) -> None:
         trash.rmdir()
 
 
-def read_json(path: Path, what: str) -> dict:
-    """A record's JSON, or a one-line ``ConfigError`` when it is unreadable or torn."""
+def read_json(path: Path, what: str, fix: str | None = None) -> dict:
+    """A record's JSON, or a one-line ``ConfigError`` when it is unreadable or torn (``fix``:
+    what to do instead of the default advice)."""
     try:
         return json.loads(Path(path).read_text())
     except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise ConfigError(f"{path} is damaged ({type(e).__name__}); restore {what} or pass "
-                          f"--overwrite to start the run over") from None
+        fix = f"restore {what} from a copy, or pass --overwrite to start the run over (the " \
+              f"old one is set aside in .trash)" if fix is None else fix
+        raise ConfigError(f"{path} is damaged ({type(e).__name__}){'; ' + fix if fix else ''}") \
+            from None
 
 
 def check_records(root) -> None:
@@ -346,8 +373,72 @@ def check_records(root) -> None:
 
 
 def is_finished(root) -> bool:
-    path = Path(root) / "status.json"
-    return path.exists() and read_json(path, "status.json").get("status") == "finished"
+    return inspect(root).state == "finished"
+
+
+class DirState(NamedTuple):
+    """What ``inspect`` finds in a run directory: ``state`` (new, unfinished, finished,
+    damaged), ``reason`` (damaged: which file and what is wrong, with a fix that loses
+    nothing), ``record`` (its config.json, when readable) and ``rows`` (per run id: the
+    metrics rows recorded, where metrics.csv exists and reads)."""
+
+    state: str
+    reason: str = ""
+    record: dict | None = None
+    rows: dict | None = None
+
+
+def run_status(run_dir) -> dict | None:
+    """A run's own ``status.json`` ({"status": "failed", "update", "error"}), or None; a
+    damaged one is a one-line ``ConfigError`` naming it."""
+    path = Path(run_dir) / "status.json"
+    if not path.exists():
+        return None
+    st = read_json(path, "the run's status.json", "")
+    if not isinstance(st, dict) or st.get("status") != "failed":
+        raise ConfigError(f"{path} is damaged (not a failed run's status); delete it if the "
+                          f"run did not fail (its metrics.csv then tells how far it trained)")
+    return st
+
+
+def inspect(root) -> DirState:
+    """The state of run directory ``root`` (see the module docstring), from its files only:
+    nothing is written and nothing compiles."""
+    root = Path(root)
+    if not (root / "config.json").exists():
+        return DirState("new")
+    try:
+        record = read_json(root / "config.json", "the run's config.json", "")
+        if not isinstance(record, dict) or not isinstance(record.get("runs"), list) or \
+                not isinstance(record.get("config"), dict):
+            raise ConfigError(f"{root / 'config.json'} is damaged (no config or runs entry); "
+                              f"restore it from a copy")
+        for r in record["runs"]:
+            run_status(root / "runs" / str(r.get("id")))
+        status = root / "status.json"
+        if status.exists():
+            try:
+                st = read_json(status, "status.json", "")
+            except ConfigError:
+                st = None
+            if isinstance(st, dict) and st.get("status") == "finished":
+                return DirState("finished", record=record)
+            # the metrics decide: --resume finishes a run whose rows are all there
+            return DirState("unfinished", f"{status} is damaged", record)
+    except ConfigError as e:
+        return DirState("damaged", str(e))
+    return DirState("unfinished", record=record)
+
+
+def recorded_rows(root) -> dict:
+    """{run id: number of metrics rows} of a run directory (``check_records`` has vouched
+    for the files: rows are iterations 0, 1, ... in order)."""
+    record = read_json(Path(root) / "config.json", "the run's config.json")
+    out = {}
+    for r in record["runs"]:
+        path = Path(root) / "runs" / r["id"] / "metrics.csv"
+        out[r["id"]] = len(_read_rows(path))
+    return out
 
 
 def load_params(path) -> dict:

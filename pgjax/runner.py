@@ -245,23 +245,56 @@ def warn(message: str) -> None:
     print(f"pgjax: warning: {message}", file=sys.stderr, flush=True)
 
 
-def _verified_checkpoints(cfg: TrainConfig, root: Path) -> list[int]:
-    """The checkpoint steps a resume may restore, newest first, checked against their
-    checksums before anything compiles: damaged ones are named and skipped (the resume falls
-    back to an older one and cuts the records back to it); if all are damaged, a one-line
-    ``ConfigError``."""
+def _resume_plan(cfg: TrainConfig, root: Path) -> list[int]:
+    """The checkpoint steps a resume may restore, newest first, chosen from the files alone
+    before anything compiles: checksum-verified ones, then (with a warning) ones without a
+    checksum to verify; damaged ones are named and skipped; a checkpoint is usable only if
+    every run's metrics reach it (the records are cut back to it, never forward). A
+    directory with training recorded but nothing usable to continue from is refused with
+    one line (never retrained over its records)."""
     from pgjax.checkpoint import verified_steps
+    from pgjax.records import read_json, recorded_rows, run_status
 
-    if not cfg.checkpoint_every:
-        return []
-    good, bad = verified_steps(root / "checkpoint")
-    if bad and not good:
-        step, why = next(iter(bad.items()))
-        raise ConfigError(f"every checkpoint of {root} is damaged (checkpoint {step}: {why}); "
-                          f"pass --overwrite to start the run over")
-    for step, why in bad.items():
-        warn(f"checkpoint {step} of {root} is damaged ({why}); resuming from an older one")
-    return good
+    found = verified_steps(root / "checkpoint")
+    rows = recorded_rows(root)
+    record = read_json(root / "config.json", "the run's config.json")
+    failed_at = {r["id"]: st.get("update", 0) for r in record["runs"]
+                 if (st := run_status(root / "runs" / r["id"])) is not None}
+
+    def reaches(step: int) -> bool:
+        upto = step * cfg.iterations_per_chunk
+        return all(rows[i] >= upto + 1 or failed_at.get(i, upto + 1) <= upto for i in rows)
+
+    skipped = dict(found.damaged)  # step -> why it is not used
+    for step in found.good + list(found.unverified):
+        if not reaches(step):
+            skipped[step] = (f"ahead of its metrics: a run has {min(rows.values())} rows, the "
+                             f"checkpoint is at iteration {step * cfg.iterations_per_chunk}")
+    steps = [s for s in found.good + list(found.unverified) if s not in skipped]
+    if not steps and skipped and max(rows.values(), default=0) > 1:
+        step, why = max(skipped.items())
+        every = "every checkpoint" if len(skipped) > 1 else "the checkpoint"
+        raise ConfigError(f"{every} of {root} is damaged or unusable (checkpoint {step}: "
+                          f"{why}); pass --overwrite to train it again (the old run is set "
+                          f"aside in {root.parent / '.trash'})")
+    for step, why in sorted(skipped.items(), reverse=True):
+        warn(f"checkpoint {step} of {root} is {'damaged' if step in found.damaged else 'unusable'}"
+             f" ({why}); resuming from an older one")
+    for step, why in found.unverified.items():
+        if step in steps:
+            warn(f"checkpoint {step} of {root} cannot be verified ({why}); used only where no "
+                 f"verified one is, and checked for non-finite values")
+    return steps
+
+
+def _complete(cfg: TrainConfig, root: Path) -> bool:
+    """Whether every run's metrics hold every iteration (or end at its recorded failure)."""
+    from pgjax.records import read_json, recorded_rows, run_status
+
+    rows = recorded_rows(root)
+    record = read_json(root / "config.json", "the run's config.json")
+    return all(rows[r["id"]] == cfg.num_iterations + 1
+               or run_status(root / "runs" / r["id"]) is not None for r in record["runs"])
 
 
 class Session(NamedTuple):
@@ -302,26 +335,35 @@ def _start(cfg: TrainConfig, trainer: Trainer, say, resuming: bool, steps=(),
     t0 = time.time()
     state = fns.init(train_keys, hps)
     ckpts, start, wall0, records = None, 0, 0.0, None
-    if cfg.checkpoint_every:
-        if not resuming:
-            shutil.rmtree(root / "checkpoint", ignore_errors=True)
+    if not resuming:
+        shutil.rmtree(root / "checkpoint", ignore_errors=True)
+    # restoring does not depend on --checkpoint-every (which says how often to save)
+    if cfg.checkpoint_every or (resuming and steps):
         ckpts = Checkpoints(root / "checkpoint")
-        for step in (steps if resuming else ()):
-            try:
-                state, meta = ckpts.restore(step, state)
-            except Exception as e:  # verified files that still do not restore: the next one
-                warn(f"checkpoint {step} of {root} does not restore ({type(e).__name__}); "
-                     f"trying an older one")
-                continue
-            start, wall0 = int(meta["chunk"]), float(meta["wall_time_s"])
-            state = fns.restored(state, train_keys, start)
-            records = RunRecords.reopen(root, int(meta["iteration"])) if writer else None
-            say(f"pgjax: resuming {root} from chunk {start}/{cfg.num_chunks}")
-            break
-        else:
-            if resuming and steps:
-                raise ConfigError(f"no checkpoint of {root} restores; pass --overwrite to "
-                                  f"start the run over")
+    for step in (steps if resuming else ()):
+        try:
+            restored, meta = ckpts.restore(step, state)
+            finite = all(bool(np.all(np.isfinite(np.asarray(x)))) for x in
+                         jax.tree.leaves((restored.params, restored.obs_stats))
+                         if jnp.issubdtype(x.dtype, jnp.floating))
+            if not finite:
+                raise ValueError("it restores non-finite values: its files are damaged")
+        except Exception as e:  # files that still do not restore: the next one
+            why = str(e).strip().splitlines()[0][:160] if str(e).strip() else ""
+            warn(f"checkpoint {step} of {root} does not restore ({type(e).__name__}"
+                 f"{': ' + why if why else ''}); trying an older one")
+            continue
+        state = restored
+        start, wall0 = int(meta["chunk"]), float(meta["wall_time_s"])
+        state = fns.restored(state, train_keys, start)
+        records = RunRecords.reopen(root, int(meta["iteration"])) if writer else None
+        say(f"pgjax: resuming {root} from chunk {start}/{cfg.num_chunks}")
+        break
+    else:
+        if resuming and steps:
+            raise ConfigError(f"no checkpoint of {root} restores (each was tried and named "
+                              f"above); pass --overwrite to train it again (the old run is set "
+                              f"aside in {root.parent / '.trash'})")
     if not start:
         records = RunRecords.create(cfg, runs) if writer else None
         ev = None
@@ -478,13 +520,29 @@ def run(cfg: TrainConfig, log=None, trainer: Trainer | None = None, strict: bool
     try:
         lock = run_records.claim(cfg) if jax.process_index() == 0 else None
         try:
+            found = run_records.inspect(root) if lock is not None else None
             resuming = cfg.resume and (root / "config.json").exists()
             if resuming:
+                if found is not None and found.state == "damaged":
+                    raise ConfigError(found.reason)
                 _check_resumable(cfg, root)
-                if run_records.is_finished(root):
+                if found is not None and found.state == "finished":
                     say(f"pgjax: {root} is already finished; nothing to resume")
                     return run_records.RunRecords.read(root)
-            steps = _verified_checkpoints(cfg, root) if resuming else []
+                if _complete(cfg, root):  # every row is there: only the finish is missing
+                    say(f"pgjax: {root} has every iteration recorded; marking it finished")
+                    records = run_records.RunRecords.read(root)
+                    records.finish()
+                    shutil.rmtree(root / "checkpoint", ignore_errors=True)
+                    return records
+            steps = _resume_plan(cfg, root) if resuming else []
+            if resuming and not steps and lock is not None:
+                # killed before its first checkpoint: it starts over, and the partial
+                # records are set aside until the new run finishes
+                aside = run_records.set_aside(root)
+                warn(f"{root} has no checkpoint to continue from; it starts over (its partial "
+                     f"records are kept in {aside} until the run finishes)")
+                resuming = False
             session, state, start, failed = _start(cfg, trainer, say, resuming, steps, stored)
             failed = _train_chunks(session, state, start, failed)
             out = _finish(session, failed, strict=False)
