@@ -674,13 +674,18 @@ def _typed(key: str, value, default, where: str):
     elif isinstance(default, str):
         if not isinstance(value, str):
             raise bad("a string")
-    elif isinstance(default, tuple) and not isinstance(value, tuple):
-        raise bad("a list")
+    elif isinstance(default, tuple):
+        if not isinstance(value, tuple):
+            raise bad("a list")
+        kind = type(default[0]) if default else str  # hidden sizes: ints; names: strings
+        if not all(isinstance(x, kind) and not isinstance(x, bool) for x in value):
+            raise bad("a list of integers" if kind is int else "a list of strings")
     return value
 
 
 EXAMPLES = {"true or false": "true", "an integer": "1000", "a number": "0.5",
-            "a string": '"text"', "a list": "[64, 64]"}
+            "a string": '"text"', "a list": "[64, 64]", "a list of integers": "[64, 64]",
+            "a list of strings": '["a", "b"]'}
 
 
 def _check_hparam(name: str, v: float) -> None:

@@ -202,7 +202,7 @@ def program_key(cfg: TrainConfig, trainer: Trainer, place: Placement) -> str | N
     return json.dumps(d, sort_keys=True, default=str)
 
 
-def _check_resumable(cfg: TrainConfig, root) -> None:
+def check_resumable(cfg: TrainConfig, root) -> None:
     from pgjax.records import check_records, read_json
 
     saved = read_json(root / "config.json", "the run's config.json").get("config", {})
@@ -216,8 +216,16 @@ def _check_resumable(cfg: TrainConfig, root) -> None:
     then = TrainConfig.from_record(saved)
     resolved = {"eval_mode": then.eval_modes == cfg.eval_modes,
                 "anneal_steps": then.anneal_iterations == cfg.anneal_iterations}
-    diff = sorted(k for k in set(saved) | set(now)
-                  if k not in RESUME_IGNORED and not resolved.get(k, saved.get(k) == now.get(k)))
+    diff = []
+    for k in sorted(set(saved) | set(now)):
+        if k in RESUME_IGNORED or resolved.get(k, saved.get(k) == now.get(k)):
+            continue
+        a, b = saved.get(k), now.get(k)
+        if isinstance(a, dict) and isinstance(b, dict):  # a rule's options: name the field
+            diff += [f"{k}.{f} ({a.get(f)!r} recorded, {b.get(f)!r} now)"
+                     for f in sorted(set(a) | set(b)) if a.get(f) != b.get(f)]
+        else:
+            diff.append(f"{k} ({a!r} recorded, {b!r} now)")
     if diff:
         raise ConfigError(f"cannot resume {root}: its config differs in {', '.join(diff)}; "
                           f"resume with the same options, or pick a new --name")
@@ -525,7 +533,7 @@ def run(cfg: TrainConfig, log=None, trainer: Trainer | None = None, strict: bool
             if resuming:
                 if found is not None and found.state == "damaged":
                     raise ConfigError(found.reason)
-                _check_resumable(cfg, root)
+                check_resumable(cfg, root)
                 if found is not None and found.state == "finished":
                     say(f"pgjax: {root} is already finished; nothing to resume")
                     return run_records.RunRecords.read(root)

@@ -53,7 +53,7 @@ from pathlib import Path
 
 from pgjax.config import TrainConfig
 from pgjax.errors import EXIT_RUNS_FAILED, ConfigError
-from pgjax.records import atomic_write_json, is_finished
+from pgjax.records import atomic_write_json, exact, inspect, is_finished, read_json
 
 TOP_KEYS = {"name", "out", "algos", "envs", "seeds", "seed", "preset", "config", "env_config",
             "grid", "static"}
@@ -62,7 +62,44 @@ TOP_KEYS = {"name", "out", "algos", "envs", "seeds", "seed", "preset", "config",
 def _fmt(v) -> str:
     if isinstance(v, (list, tuple)):
         return "x".join(_fmt(x) for x in v)
-    return f"{v:g}" if isinstance(v, float) else str(v)
+    return exact(v) if isinstance(v, float) else str(v)
+
+
+# what each top-level key of a sweep file must be: (check, how to write it)
+SCHEMA = {
+    "name": (lambda v: isinstance(v, str) and v and "/" not in v and v not in (".", ".."),
+             'a directory name, e.g. name = "my_sweep"'),
+    "out": (lambda v: isinstance(v, str) and v, 'a path, e.g. out = "sweeps"'),
+    "algos": (lambda v: isinstance(v, list) and v and all(isinstance(x, str) for x in v),
+              'a non-empty list of names, e.g. algos = ["ppo", "spo"]'),
+    "envs": (lambda v: isinstance(v, list) and v and all(isinstance(x, str) for x in v),
+             'a non-empty list of ids, e.g. envs = ["brax:hopper"]'),
+    "seeds": (lambda v: isinstance(v, int) and not isinstance(v, bool),
+              "an integer, e.g. seeds = 5"),
+    "seed": (lambda v: isinstance(v, int) and not isinstance(v, bool),
+             "an integer, e.g. seed = 0"),
+    "preset": (lambda v: isinstance(v, str), 'a preset name, e.g. preset = "cleanrl"'),
+    "config": (lambda v: isinstance(v, dict), "a table: [config] with option = value lines"),
+    "env_config": (lambda v: isinstance(v, dict) and all(isinstance(x, dict)
+                                                         for x in v.values()),
+                   'tables: [env_config."brax:hopper"] with option = value lines'),
+    "grid": (lambda v: isinstance(v, dict), '[grid] with "rule.option" = [v1, v2] lines'),
+    "static": (lambda v: isinstance(v, dict), "[static] with option = [v1, v2] lines"),
+}
+
+
+def _check_schema(spec: dict) -> None:
+    """Every top-level key of a sweep file has the type it needs: a one-line error that
+    shows how to write it otherwise."""
+    for key, (ok, how) in SCHEMA.items():
+        if key in spec and not ok(spec[key]):
+            raise ConfigError(f"sweep key '{key}' = {spec[key]!r} has the wrong form; write it "
+                              f"as {how}")
+    for table in ("grid", "static"):
+        for k, v in spec.get(table, {}).items():
+            if not isinstance(v, list) or not v:
+                raise ConfigError(f"'{k}' in [{table}] must be a non-empty list of values, got "
+                                  f"{v!r}; write {k} = [v1, v2]")
 
 
 @dataclasses.dataclass
@@ -105,6 +142,7 @@ class Sweep:
             if not isinstance(spec.get(key), list) or not spec[key]:
                 raise ConfigError(f"the sweep needs a non-empty list '{key}', e.g. "
                                   f"{key} = {['ppo', 'trpo'] if key == 'algos' else ['brax:hopper']}")
+        _check_schema(spec)
         root = Path(spec.get("out", "sweeps")) / spec.get("name", default_name)
         static = spec.get("static", {})
         grid = spec.get("grid", {})
@@ -126,6 +164,9 @@ class Sweep:
                         chosen = {**dict(zip(shared, shared_values)), **dict(zip(own, own_values))}
                         combo = {k: chosen[k] for k in static if k in chosen}  # names: file order
                         cfg = _group(spec, root, algo, env, combo, grid)
+                        if cfg.name in groups:
+                            raise ConfigError(f"two groups of the sweep are both named "
+                                              f"{cfg.name}; list each [static] value once")
                         groups[cfg.name] = cfg
         from pgjax.train import check
 
@@ -154,19 +195,62 @@ class Sweep:
         return dataclasses.replace(self, groups=chosen)
 
     def status(self) -> dict:
+        """``sweep.json`` (a summary of the groups' own records); a damaged one is started
+        anew with a warning: every group's state is in its run directory."""
         path = self.root / "sweep.json"
-        return json.loads(path.read_text()) if path.exists() else {"groups": {}}
+        if not path.exists():
+            return {"groups": {}}
+        try:
+            st = read_json(path, "sweep.json", "")
+            if isinstance(st, dict) and isinstance(st.get("groups"), dict):
+                return st
+        except ConfigError:
+            pass
+        print(f"pgjax sweep: warning: {path} is damaged; it is rewritten from the groups' "
+              f"own records as they run", file=sys.stderr)
+        return {"groups": {}}
+
+    def check_existing(self) -> None:
+        """Before anything trains: every group that already has a run directory can continue
+        into it with this sweep's config (a finished group with other settings is not
+        reported as finished, a changed group is not found only after others trained)."""
+        from pgjax.runner import check_resumable
+
+        for name, cfg in self.groups.items():
+            found = inspect(self.root / name)
+            if found.state == "new":
+                continue
+            if found.state == "damaged":
+                raise ConfigError(f"group {name}: {found.reason}")
+            try:
+                check_resumable(cfg, self.root / name)
+            except ConfigError as e:
+                raise ConfigError(f"group {name}: {e}; run the changed sweep under a new name "
+                                  f"(--name), or restore the sweep's settings") from None
 
     def run(self, log=print) -> dict:
         """Run every unfinished group; returns the sweep status."""
         from pgjax.runner import run
 
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.check_existing()
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            probe = self.root / ".write-test.tmp"
+            probe.write_text("")
+            probe.unlink()
+        except OSError as e:
+            raise ConfigError(f"cannot write the sweep directory {self.root} ({e.strerror}); "
+                              f"pass a writable out (--set out=...)") from None
         status = self.status()
         total = len(self.groups)
         for i, (name, cfg) in enumerate(self.groups.items(), 1):
             if is_finished(self.root / name):
                 log(f"[{i}/{total}] {name}: finished, skipped")
+                if name not in status["groups"] and _writer():  # a rebuilt sweep.json
+                    done = read_json(self.root / name / "status.json", "status.json")
+                    status["groups"][name] = {"status": "finished",
+                                              "failed_runs": done.get("failed_runs", {})}
+                    atomic_write_json(self.root / "sweep.json", status)
                 continue
             log(f"[{i}/{total}] {name}: {cfg.seeds} seeds x {len(cfg.runs()) // cfg.seeds} "
                 f"grid points")
