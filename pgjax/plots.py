@@ -8,14 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-
-def run_failure(run_dir) -> dict | None:
-    """A failed run's ``status.json`` ({"update": ..., "error": ...}), else None."""
-    path = Path(run_dir) / "status.json"
-    if not path.exists():
-        return None
-    status = json.loads(path.read_text())
-    return status if status.get("status") == "failed" else None
+from pgjax.rundir import read_json, run_status
 
 
 def run_group(record: dict, run: dict) -> str:
@@ -34,13 +27,13 @@ def load_run_dir(root) -> pd.DataFrame:
     runs (group, run, seed, update, error) and ``.attrs["runs"]`` counts every run per
     group."""
     root = Path(root)
-    cfg = json.loads((root / "config.json").read_text())
+    cfg = read_json(root / "config.json", "the run's config.json")
     frames, failed, counts = [], [], {}
     for r in cfg["runs"]:
         d = root / "runs" / r["id"]
         group = run_group(cfg, r)
         counts[group] = counts.get(group, 0) + 1
-        failure = run_failure(d)
+        failure = run_status(d)
         if failure is not None:
             failed.append({"group": group, "run": r["id"], "seed": r["seed"],
                            "update": failure.get("update"), "error": failure.get("error")})

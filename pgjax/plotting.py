@@ -34,14 +34,17 @@ import numpy as np
 import pandas as pd
 
 from pgjax.errors import ConfigError
-from pgjax.plots import (EVAL_SOURCES, RETURN_LABELS, curve_source, eval_source, return_points, run_failure, run_group,
+from pgjax.rundir import is_finished, read_json, readable, run_status
+from pgjax.plots import (EVAL_SOURCES, RETURN_LABELS, curve_source, eval_source, return_points, run_group,
                          with_chunks)
 
 
 def find_run_dirs(paths) -> list[Path]:
     out = []
     for p in map(Path, paths):
-        cands = [p] if (p / "config.json").exists() else sorted(q.parent for q in p.rglob("config.json"))
+        cands = [p] if (p / "config.json").exists() else sorted(
+            q.parent for q in p.rglob("config.json")
+            if ".trash" not in q.relative_to(p).parts)  # runs set aside by --overwrite
         for c in cands:
             try:
                 cfg = json.loads((c / "config.json").read_text())
@@ -81,9 +84,11 @@ def _options(config: dict) -> dict:
     return out
 
 
-def load(paths) -> pd.DataFrame:
+def load(paths, include_unfinished: bool = False) -> pd.DataFrame:
     """Every metrics row of every finished run with columns group, env, algo, run (unique
-    id), seed. Runs are identified by their directory's path, so same-named directories in
+    id), seed; run directories that are unfinished (killed, or still training) are left
+    out with a note, or with ``include_unfinished`` kept as they are and counted in
+    ``.attrs["unfinished"]`` (their directory names). Runs are identified by their directory's path, so same-named directories in
     different folders stay apart; a group is an (algorithm, varied grid values) within one
     directory, and directories whose groups would coincide are told apart by every option
     in which they differ (labelled by the options' short names). Failed runs are left out
@@ -91,15 +96,19 @@ def load(paths) -> pd.DataFrame:
     error), so every table can say how many it left out."""
     roots = find_run_dirs(paths)
     names = _display_names(roots)
-    frames, failed, configs = [], [], {}
+    frames, failed, configs, unfinished = [], [], {}, []
     for root in roots:
-        cfg = json.loads((root / "config.json").read_text())
+        if not readable(root, include_unfinished, "plot"):
+            continue
+        if not is_finished(root):
+            unfinished.append(names[root])
+        cfg = read_json(root / "config.json", "the run's config.json")
         c, name = cfg["config"], names[root]
         configs[name] = _options(c)
         for r in cfg["runs"]:
             d = root / "runs" / r["id"]
             group = run_group(cfg, r)
-            failure = run_failure(d)
+            failure = run_status(d)
             if failure is not None:
                 failed.append({"env": c["env"], "group_dir": name,
                                "label": group,
@@ -114,6 +123,7 @@ def load(paths) -> pd.DataFrame:
             df["group_dir"] = name
             df["run"] = f"{name}/{r['id']}"
             df["seed"] = r["seed"]
+            df["finished"] = name not in unfinished
             frames.append(df)
     where = ", ".join(map(str, paths))
     if not frames and failed:
@@ -121,9 +131,13 @@ def load(paths) -> pd.DataFrame:
                           f"{failed[0]['run']}, update {failed[0]['update']}: "
                           f"{failed[0]['error']}); pass directories with finished runs")
     if not frames:
-        raise ConfigError(f"no run directories with metrics under {where}; pass run "
-                          f"directories or folders that contain them")
+        raise ConfigError(f"no finished run directories with metrics under {where}; pass run "
+                          f"directories or folders that contain them (--include-unfinished "
+                          f"to show unfinished ones as they are)")
     df = pd.concat(frames, ignore_index=True)
+    for column in EVAL_SOURCES:  # an evaluation no run recorded: an empty column
+        if column not in df:
+            df[column] = np.nan
     for (env, group), sub in df.groupby(["env", "group"]):
         dirs = sorted(sub["group_dir"].unique())
         if len(dirs) < 2:
@@ -143,6 +157,7 @@ def load(paths) -> pd.DataFrame:
     for f in failed:  # the failed run's group, named as its directory's other runs are
         f["group"] = group_of.get(f["group_dir"], f["label"])
     df.attrs["failed"] = failed
+    df.attrs["unfinished"] = unfinished
     return df
 
 
@@ -271,7 +286,9 @@ def aggregate_tables(df: pd.DataFrame, reps: int, seed: int = 0, source: str = "
         row = {"group": group, "runs_per_env": scores[group].shape[0],
                "envs": scores[group].shape[1],
                "failed_runs": sum(n for (_, g), n in failed.items() if g == group),
-               "returns": RETURN_LABELS[source]}
+               "returns": RETURN_LABELS[source],
+               "unfinished_runs": int(df.loc[(df["group"] == group) & ~df["finished"], "run"]
+                                      .nunique()) if "finished" in df else 0}
         for j, name in enumerate(fns):
             row[f"{name}_normalised"] = point[group][j]
             row[f"{name}_ci95_lo"], row[f"{name}_ci95_hi"] = ci[group][0, j], ci[group][1, j]
@@ -470,12 +487,15 @@ def plot_main(argv: list[str]) -> int:
                         "returns_<choice>_<env>.*, aggregate_<choice>.csv and "
                         "improvement_<choice>.csv beside the auto ones; every table says in "
                         "its returns column what it shows")
+    p.add_argument("--include-unfinished", action="store_true",
+                   help="also show run directories that are unfinished (killed, or still "
+                        "training) as they are; tables count them in unfinished_runs")
     a = p.parse_args(argv)
     try:
         if a.reps < 1:
             raise ConfigError(f"--reps must be >= 1, got {a.reps}; pass a positive number of "
                               f"bootstrap resamples (e.g. --reps 2000)")
-        df = load(a.paths)
+        df = load(a.paths, a.include_unfinished)
         for m in a.metric:
             _check_metric(df, m)
     except ConfigError as e:

@@ -35,7 +35,6 @@ import time
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 from filelock import FileLock, Timeout
@@ -43,6 +42,8 @@ from flax import serialization
 
 from pgjax.config import TrainConfig
 from pgjax.errors import ConfigError
+from pgjax.rundir import (DirState, inspect, is_finished, read_json,  # noqa: F401 (re-exported)
+                          read_rows, recorded_rows, run_status)
 from pgjax.files import (atomic_write_bytes, atomic_write_json,  # noqa: F401 (re-exported)
                          remove_stale_temporaries)
 from pgjax.train import eval_keys
@@ -70,13 +71,6 @@ def _versions() -> dict:
         except metadata.PackageNotFoundError:
             pass
     return out
-
-
-def _read_rows(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 @dataclass
@@ -147,7 +141,7 @@ class RunRecords:
         run_dirs = [root / "runs" / r["id"] for r in cfg["runs"]]
         rows, failed, columns = [], {}, None
         for i, d in enumerate(run_dirs):
-            kept = [r for r in _read_rows(d / "metrics.csv")
+            kept = [r for r in read_rows(d / "metrics.csv")
                     if int(float(r["iteration"])) <= upto_iteration]
             rows.append(kept)
             if kept and columns is None:
@@ -328,18 +322,6 @@ def empty_trash(root: Path) -> None:
         trash.rmdir()
 
 
-def read_json(path: Path, what: str, fix: str | None = None) -> dict:
-    """A record's JSON, or a one-line ``ConfigError`` when it is unreadable or torn (``fix``:
-    what to do instead of the default advice)."""
-    try:
-        return json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        fix = f"restore {what} from a copy, or pass --overwrite to start the run over (the " \
-              f"old one is set aside in .trash)" if fix is None else fix
-        raise ConfigError(f"{path} is damaged ({type(e).__name__}){'; ' + fix if fix else ''}") \
-            from None
-
-
 def check_records(root) -> None:
     """Before a resume trains anything: the run directory's records are whole. Every run's
     ``metrics.csv`` decodes, has its header's number of cells in every row, numbers in every
@@ -370,75 +352,6 @@ def check_records(root) -> None:
             if int(float(row[0])) != n - 2:
                 raise ConfigError(f"{path} is damaged (line {n} is iteration {row[0]}, "
                                   f"expected {n - 2}: rows are missing); {fix}")
-
-
-def is_finished(root) -> bool:
-    return inspect(root).state == "finished"
-
-
-class DirState(NamedTuple):
-    """What ``inspect`` finds in a run directory: ``state`` (new, unfinished, finished,
-    damaged), ``reason`` (damaged: which file and what is wrong, with a fix that loses
-    nothing), ``record`` (its config.json, when readable) and ``rows`` (per run id: the
-    metrics rows recorded, where metrics.csv exists and reads)."""
-
-    state: str
-    reason: str = ""
-    record: dict | None = None
-    rows: dict | None = None
-
-
-def run_status(run_dir) -> dict | None:
-    """A run's own ``status.json`` ({"status": "failed", "update", "error"}), or None; a
-    damaged one is a one-line ``ConfigError`` naming it."""
-    path = Path(run_dir) / "status.json"
-    if not path.exists():
-        return None
-    st = read_json(path, "the run's status.json", "")
-    if not isinstance(st, dict) or st.get("status") != "failed":
-        raise ConfigError(f"{path} is damaged (not a failed run's status); delete it if the "
-                          f"run did not fail (its metrics.csv then tells how far it trained)")
-    return st
-
-
-def inspect(root) -> DirState:
-    """The state of run directory ``root`` (see the module docstring), from its files only:
-    nothing is written and nothing compiles."""
-    root = Path(root)
-    if not (root / "config.json").exists():
-        return DirState("new")
-    try:
-        record = read_json(root / "config.json", "the run's config.json", "")
-        if not isinstance(record, dict) or not isinstance(record.get("runs"), list) or \
-                not isinstance(record.get("config"), dict):
-            raise ConfigError(f"{root / 'config.json'} is damaged (no config or runs entry); "
-                              f"restore it from a copy")
-        for r in record["runs"]:
-            run_status(root / "runs" / str(r.get("id")))
-        status = root / "status.json"
-        if status.exists():
-            try:
-                st = read_json(status, "status.json", "")
-            except ConfigError:
-                st = None
-            if isinstance(st, dict) and st.get("status") == "finished":
-                return DirState("finished", record=record)
-            # the metrics decide: --resume finishes a run whose rows are all there
-            return DirState("unfinished", f"{status} is damaged", record)
-    except ConfigError as e:
-        return DirState("damaged", str(e))
-    return DirState("unfinished", record=record)
-
-
-def recorded_rows(root) -> dict:
-    """{run id: number of metrics rows} of a run directory (``check_records`` has vouched
-    for the files: rows are iterations 0, 1, ... in order)."""
-    record = read_json(Path(root) / "config.json", "the run's config.json")
-    out = {}
-    for r in record["runs"]:
-        path = Path(root) / "runs" / r["id"] / "metrics.csv"
-        out[r["id"]] = len(_read_rows(path))
-    return out
 
 
 def load_params(path) -> dict:

@@ -25,8 +25,9 @@ import pandas as pd
 
 from pgjax.config import TrainConfig
 from pgjax.errors import ConfigError
-from pgjax.plots import bootstrap_ci, run_failure, run_group
-from pgjax.records import load_params, read_json
+from pgjax.plots import bootstrap_ci, run_group
+from pgjax.records import load_params
+from pgjax.rundir import is_finished, read_json, readable, run_status
 from pgjax.runner import VmappedRuns, eval_keys_at, run_keys, stack_hparams
 from pgjax.train import Trainer, build_env
 
@@ -49,7 +50,7 @@ def _finished_runs(root: Path, record: dict, only: str | None):
         d = root / "runs" / r["id"]
         if only is not None and r["id"] != only:
             continue
-        if run_failure(d) is not None:
+        if run_status(d) is not None:
             print(f"pgjax eval: {r['id']} failed during training; not evaluated",
                   file=sys.stderr)
             continue
@@ -73,13 +74,19 @@ def _restore(target, saved: list[dict]):
 
 
 def evaluate(path, episodes: int = 16, seed: int = 0, stochastic: bool = False,
-             final_keys: bool = False, run: str | None = None) -> pd.DataFrame:
+             final_keys: bool = False, run: str | None = None,
+             include_unfinished: bool = False) -> pd.DataFrame:
     """Every finished run of a run directory (or one run), ``episodes`` episodes each (one per
     eval env, all runs vmapped): a table with group, run, seed, episodes, the mean return with
     its 95% bootstrap CI over episodes, the std and the mean length. Keys come from ``seed``
     (fresh episodes), or with ``final_keys`` from the run's own last evaluation (its eval env
-    count too), which reproduces the ``eval_return`` it recorded last."""
+    count too), which reproduces the ``eval_return`` it recorded last. An unfinished run
+    directory (killed, or still training) is refused unless ``include_unfinished``: then
+    its latest parameters are evaluated and the table's ``finished`` column says so."""
     root, only = _run_dir_root(path)
+    if not readable(root, include_unfinished, "eval"):
+        raise ConfigError(f"{root} is unfinished; resume it first, or pass "
+                          f"--include-unfinished to evaluate its latest parameters as they are")
     record = read_json(root / "config.json", "the run's config.json")
     cfg = TrainConfig.from_record(record["config"])
     if final_keys:
@@ -108,11 +115,11 @@ def evaluate(path, episodes: int = 16, seed: int = 0, stochastic: bool = False,
         returns, lengths = map(np.asarray, fn(state, keys))
     finally:
         trainer.close()
-    rows = []
+    rows, finished = [], is_finished(root)
     for (r, _), ret, length in zip(runs, returns, lengths):
         lo, hi = bootstrap_ci(ret)
         rows.append({"group": run_group(record, r), "run": r["id"],
-                     "seed": r["seed"], "episodes": len(ret),
+                     "seed": r["seed"], "finished": finished, "episodes": len(ret),
                      "policy": "stochastic" if stochastic else "deterministic",
                      "return_mean": float(ret.mean()), "ci95_lo": lo, "ci95_hi": hi,
                      "return_std": float(ret.std()), "length_mean": float(length.mean())})
@@ -151,6 +158,7 @@ class TrainedPolicy:
 
     def __init__(self, path, run: str | None = None):
         root, only = _run_dir_root(path)
+        readable(root, True, "load_policy")  # damaged: an error; unfinished: a note
         record = read_json(root / "config.json", "the run's config.json")
         self.cfg = cfg = TrainConfig.from_record(record["config"])
         (r, d), = _finished_runs(root, record, only or run)[:1]
@@ -221,9 +229,13 @@ def eval_main(argv: list[str]) -> int:
                         "last recorded eval_return)")
     p.add_argument("--run", default=None, help="evaluate this run id only")
     p.add_argument("--out", default=None, help="CSV to write (default: <path>/eval.csv)")
+    p.add_argument("--include-unfinished", action="store_true",
+                   help="evaluate an unfinished run directory's latest parameters (the table's "
+                        "finished column says so)")
     a = p.parse_args(argv)
     try:
-        table = evaluate(a.path, a.episodes, a.seed, a.stochastic, a.final_keys, a.run)
+        table = evaluate(a.path, a.episodes, a.seed, a.stochastic, a.final_keys, a.run,
+                         a.include_unfinished)
     except ConfigError as e:
         print(f"pgjax eval: error: {e}", file=sys.stderr)
         return 2

@@ -29,6 +29,7 @@ def fake_run_dir(root, algo, env, finals):
         runs.append({"id": rid, "seed": seed, "hparams": {}})
     (root / "config.json").write_text(json.dumps(
         {"config": {"algo": algo, "env": env}, "grid": {}, "runs": runs}))
+    (root / "status.json").write_text(json.dumps({"status": "finished", "failed_runs": {}}))
 
 
 @pytest.fixture
@@ -182,7 +183,7 @@ def test_plot_errors_are_one_line_with_exit_code_2(sweep, tmp_path, capsys):
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "--reps must be >= 1" in err
     assert plot_main([str(tmp_path / "nothing")]) == 2
-    assert "no run directories with metrics" in capsys.readouterr().err
+    assert "no finished run directories with metrics" in capsys.readouterr().err
     for seed in range(8):
         _fail(root / "a_env1", f"seed{seed}", 3, "non-finite loss")
     assert plot_main([str(root / "a_env1")]) == 2

@@ -1,0 +1,120 @@
+"""The state of a run directory, read from its files alone: ``inspect`` is the one place
+that says whether a directory is new, unfinished, finished or damaged (see ``pgjax.records``
+for what a run directory holds and the transitions between its states), and every command
+that reads or writes one asks it."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import NamedTuple
+
+from pgjax.errors import ConfigError
+
+
+def read_json(path: Path, what: str, fix: str | None = None) -> dict:
+    """A record's JSON, or a one-line ``ConfigError`` when it is unreadable or torn (``fix``:
+    what to do instead of the default advice)."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        fix = f"restore {what} from a copy, or pass --overwrite to start the run over (the " \
+              f"old one is set aside in .trash)" if fix is None else fix
+        raise ConfigError(f"{path} is damaged ({type(e).__name__}){'; ' + fix if fix else ''}") \
+            from None
+
+
+def read_rows(path: Path) -> list[dict]:
+    """The rows of a metrics.csv (none when there is no file)."""
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+class DirState(NamedTuple):
+    """What ``inspect`` finds in a run directory: ``state`` (new, unfinished, finished,
+    damaged), ``reason`` (damaged: which file and what is wrong, with a fix that loses
+    nothing; unfinished: why, where it is not simply a stopped run) and ``record`` (its
+    config.json, when readable)."""
+
+    state: str
+    reason: str = ""
+    record: dict | None = None
+
+
+def run_status(run_dir) -> dict | None:
+    """A run's own ``status.json`` ({"status": "failed", "update", "error"}), or None; a
+    damaged one is a one-line ``ConfigError`` naming it."""
+    path = Path(run_dir) / "status.json"
+    if not path.exists():
+        return None
+    st = read_json(path, "the run's status.json", "")
+    if not isinstance(st, dict) or st.get("status") != "failed":
+        raise ConfigError(f"{path} is damaged (not a failed run's status); delete it if the "
+                          f"run did not fail (its metrics.csv then tells how far it trained)")
+    return st
+
+
+def inspect(root) -> DirState:
+    """The state of run directory ``root`` (see the module docstring), from its files only:
+    nothing is written and nothing compiles."""
+    root = Path(root)
+    if not (root / "config.json").exists():
+        return DirState("new")
+    try:
+        record = read_json(root / "config.json", "the run's config.json", "")
+        if not isinstance(record, dict) or not isinstance(record.get("runs"), list) or \
+                not isinstance(record.get("config"), dict):
+            raise ConfigError(f"{root / 'config.json'} is damaged (no config or runs entry); "
+                              f"restore it from a copy")
+        for r in record["runs"]:
+            run_status(root / "runs" / str(r.get("id")))
+        status = root / "status.json"
+        if status.exists():
+            try:
+                st = read_json(status, "status.json", "")
+            except ConfigError:
+                st = None
+            if isinstance(st, dict) and st.get("status") == "finished":
+                return DirState("finished", record=record)
+            # the metrics decide: --resume finishes a run whose rows are all there
+            return DirState("unfinished", f"{status} is damaged", record)
+    except ConfigError as e:
+        return DirState("damaged", str(e))
+    return DirState("unfinished", record=record)
+
+
+def recorded_rows(root) -> dict:
+    """{run id: number of metrics rows} of a run directory (``check_records`` has vouched
+    for the files: rows are iterations 0, 1, ... in order)."""
+    record = read_json(Path(root) / "config.json", "the run's config.json")
+    out = {}
+    for r in record["runs"]:
+        path = Path(root) / "runs" / r["id"] / "metrics.csv"
+        out[r["id"]] = len(read_rows(path))
+    return out
+
+
+def is_finished(root) -> bool:
+    return inspect(root).state == "finished"
+
+
+def readable(root, include_unfinished: bool, command: str) -> bool:
+    """Whether a reader (``pgjax plot``, ``pgjax eval``) uses run directory ``root``: a
+    finished one always; an unfinished one (killed, or still training) only when asked,
+    with a note either way; a damaged one is a one-line ``ConfigError``."""
+    found = inspect(root)
+    if found.state == "damaged":
+        raise ConfigError(found.reason)
+    if found.state == "new":
+        raise ConfigError(f"{root} holds no run (no config.json); pass a run directory")
+    if found.state == "unfinished":
+        import sys
+
+        use = "included as it is" if include_unfinished else \
+            "left out (pass --include-unfinished to show it as it is)"
+        print(f"pgjax {command}: note: {root} is unfinished{' (' + found.reason + ')' if found.reason else ''}; "
+              f"{use}", file=sys.stderr)
+        return include_unfinished
+    return True
