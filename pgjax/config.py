@@ -517,6 +517,24 @@ class TrainConfig:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}; pass a "
                                   f"positive --{name.replace('_', '-')}")
+            if getattr(self, name) > MAX_SIZE:
+                raise ConfigError(f"{name} {getattr(self, name):,} is beyond {MAX_SIZE:,}; pass "
+                                  f"a smaller --{name.replace('_', '-')}")
+        for name in ("actor_hidden", "critic_hidden"):
+            if any(size > MAX_SIZE for size in getattr(self, name)):
+                raise ConfigError(f"{name} sizes must be <= {MAX_SIZE:,}, got "
+                                  f"{getattr(self, name)}; pass smaller --{name.replace('_', '-')}")
+        if self.episode_length is not None and self.episode_length > INT_MAX:
+            raise ConfigError(f"episode_length {self.episode_length:,} is beyond {INT_MAX:,} "
+                              f"(int32); pass a smaller --episode-length")
+        family = self.env.partition(":")[0]
+        if self.backend != "generalized" and family not in ("brax", "mabrax"):
+            raise ConfigError(f"--backend {self.backend} chooses a Brax physics backend; "
+                              f"{self.env} is not a Brax environment: drop --backend")
+        if self.vectorization != "sync" and family != "gym":
+            raise ConfigError(f"--vectorization {self.vectorization} applies to Gymnasium "
+                              f"environments; {self.env} steps inside the compiled program: drop "
+                              f"--vectorization")
         if not self.z_std > 0:
             raise ConfigError(f"z_std must be > 0, got {self.z_std}; pass a positive --z-std")
         if not self.policy_head_gain > 0:
@@ -642,6 +660,7 @@ class TrainConfig:
 
 
 INT_MAX = 2**31 - 1  # counts and seeds live in int32 inside the compiled program
+MAX_SIZE = 2**20  # a layer, state or window size beyond this is a typo, not a network
 EVAL_MODES = ("auto", "deterministic", "stochastic", "both")
 # what a record written before an option existed implies for it (the behaviour of then)
 LEGACY = {"anneal_steps": None, "eval_mode": "deterministic", "agent_obs": "local",

@@ -101,6 +101,8 @@ FIXPO_PAPER = Preset(
         "value targets: scaled by the running std of the lambda-returns as theirs "
         "(value_norm), with advantages from raw rewards",
         "the fixup minibatches are a fixed split of the batch (reshuffled by the authors)",
+        "the authors' policy head is initialised with gain 0.01 x sqrt(2) and the value head "
+        "with sqrt(2) (src/mujoco_fixpo_tianshou.py:120-131); pgjax's with 0.01 and 1",
         "the authors' 10M steps are collected in 8192-step chunks per 20k-step epoch, about "
         "12.3M steps in all, over which the learning rate anneals (anneal_steps); the preset "
         "runs the 10M their figures show",
@@ -125,7 +127,7 @@ FIXPO_PAPER_PPO = Preset(
      "gae_lambda": 0.95, "actor_hidden": (64, 64), "critic_hidden": (64, 64),
      "activation": "tanh", "init_log_std": -0.5, "policy_head_gain": 0.01,
      "normalize_obs": True, "obs_stats": "running", "obs_stats_steps": 0,
-     "normalize_reward": True, "value_norm": False, "reward_scale": 1.0,
+     "normalize_reward": False, "value_norm": True, "reward_scale": 1.0,
      **_same(["ppo"], lr=3e-4, anneal_lr=True, adam_eps=1e-8, epochs=10, minibatches=32,
              norm_adv=False, clip_eps=0.2, clip_vloss=False, vf_coef=0.5, ent_coef=0.0,
              max_grad_norm=0.5, target_kl=0.0)},
@@ -134,9 +136,8 @@ FIXPO_PAPER_PPO = Preset(
         "pgjax's has it, so vf_coef is 0.5",
         "tianshou recomputes the advantages with the current critic before every epoch "
         "(recompute_advantage); pgjax computes GAE once per rollout",
-        "tianshou's reward normalisation divides the returns by their running std (no "
-        "clip); pgjax scales the rewards by the running std of the discounted return, "
-        "clipped to +-10",
+        "the authors' policy head is initialised with gain 0.01 x sqrt(2) and the value head "
+        "with sqrt(2); pgjax's with 0.01 and 1",
         "the authors' 10M steps run as 500 epochs of 20,480 steps (10.24M), over which the "
         "learning rate anneals (anneal_steps)"),
     lines={"num_envs": "src/mujoco_ppo_tianshou.py:34,37 (step_per_collect 2048, 64 envs)",
@@ -147,7 +148,8 @@ FIXPO_PAPER_PPO = Preset(
            "ppo.clip_eps": "src/mujoco_ppo_tianshou.py:47",
            "ppo.vf_coef": "src/mujoco_ppo_tianshou.py:41 (0.25, no 1/2 factor)",
            "ppo.max_grad_norm": "src/mujoco_ppo_tianshou.py:46",
-           "normalize_reward": "src/mujoco_ppo_tianshou.py:40",
+           "value_norm": "src/mujoco_ppo_tianshou.py:40 (rew_norm: value targets divided by "
+                         "the running std of the returns, tianshou/policy/modelfree/a2c.py:98-113)",
            "ppo.norm_adv": "src/mujoco_ppo_tianshou.py:50",
            "ppo.clip_vloss": "src/mujoco_ppo_tianshou.py:49",
            "init_log_std": "src/mujoco_ppo_tianshou.py:111",
@@ -170,8 +172,9 @@ _S2PG_COMMON = {
 _S2PG_DEVIATIONS = (
     "2048 steps per update in 64 minibatches of 32 (the authors: 2000 steps, 62 "
     "minibatches of 32 and one of 16; pgjax splits a batch evenly)",
-    "one optimiser for actor and critic trained together (the authors fit the critic "
-    "first, with its own Adam); no gradient clipping (max_grad_norm 1e10)",
+    "actor and critic (each with its own Adam state, as the authors') step together on "
+    "every minibatch; the authors fit the critic's epochs first, then the actor's; no "
+    "gradient clipping (max_grad_norm 1e10)",
     "advantages are normalised per minibatch (the authors: once per batch)",
     "the authors evaluate 10 episodes after every 50,000 steps, stochastically and with the "
     "mean action (eval_mode both); their memoryless and oracle policies ignore the "
@@ -179,7 +182,7 @@ _S2PG_DEVIATIONS = (
 _S2PG_LINES = {
     "steps": f"{_S2PG_DIR}04_Vanilla/01_POMDP/launcher.py:23-25 (100 epochs x 50,000 steps)",
     "ppo.anneal_lr": "no scheduler in the repository (constant lr)",
-    "ppo.minibatches": f"{_S2PG_DIR}02_RS/01_POMDP/experiment.py:35 (batch_size_actor 32)",
+    "ppo.minibatches": f"{_S2PG_DIR}02_RS/01_POMDP/experiment.py:43 (batch_size_actor 32)",
     "eval_mode": "s2pg/utils/training.py:57,75 (do_evaluation and "
                  "do_evaluation_deterministic, both every epoch)"}
 
@@ -347,6 +350,8 @@ HAPPO_PAPER = Preset(
         "HARL standardises each agent's observation vector over its own entries (and the "
         "critic's state); pgjax uses running per-entry observation statistics",
         "Brax's bodies stand in for Gymnasium's MuJoCo models (mabrax:)",
+        "HARL masks truncated steps out of the advantages (harl/common/buffers/"
+        "on_policy_critic_buffer_ep.py:122); pgjax bootstraps them with V(final observation)",
         "halfcheetah_6x1 has no tuned HAPPO config in HARL: it gets the defaults"),
     lines={"agent_obs": "harl/envs/mamujoco/multiagent_mujoco/mujoco_multi.py:199-212 "
                         "(obs_i = concatenate([state, agent_id_feats]))",

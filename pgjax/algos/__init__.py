@@ -34,7 +34,22 @@ def register(name: str, config_cls, factory, *, replace: bool = False) -> None:
         raise TypeError(f"factory for '{name}' must be callable: factory(config, policy)")
     if name in BUILTIN and not replace:
         raise ValueError(f"'{name}' is a built-in update rule; pick another name")
+    if name in ALGORITHMS and not replace:
+        old, new = _origin(ALGORITHMS[name][1]), _origin(factory)
+        if old != new:  # the same file registering again (a re-import) is the same rule
+            raise ValueError(f"update rule '{name}' is registered twice: by {old} and by "
+                             f"{new}; rename one of them (or pass replace=True)")
     ALGORITHMS[name] = (config_cls, factory)
+
+
+def _origin(fn) -> str:
+    """The file that defines ``fn`` (where a registration came from)."""
+    import inspect
+
+    try:
+        return inspect.getsourcefile(fn) or repr(fn)
+    except TypeError:
+        return repr(fn)
 
 
 __all__ = ["ALGORITHMS", "BUILTIN", "Algorithm", "AlgoConfig", "Batch", "FixPOConfig", "PPOConfig",

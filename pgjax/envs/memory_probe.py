@@ -37,6 +37,9 @@ NAME = "memory"
 DEFAULT_DELAY = 8
 
 
+MAX_DELAY = 1_000_000  # episode lengths and step counters stay far inside int32
+
+
 def parse_memory_name(name: str) -> int | None:
     """The delay of a ``jax:`` name ``memory`` / ``memory-<delay>``; None for other names."""
     base, sep, delay = name.partition("-")
@@ -47,6 +50,9 @@ def parse_memory_name(name: str) -> int | None:
     if not delay.isdigit():
         raise ConfigError(f"bad memory task '{name}'; write jax:memory or jax:memory-<delay> "
                           f"with a whole number of steps, e.g. jax:memory-32")
+    if int(delay) > MAX_DELAY:
+        raise ConfigError(f"memory task delay {int(delay):,} is beyond {MAX_DELAY:,} steps; pass "
+                          f"a shorter jax:memory-<delay>")
     return int(delay)
 
 
