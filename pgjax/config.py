@@ -432,6 +432,10 @@ class TrainConfig:
                 raise ConfigError(f"{name} sizes must be >= 1, got {getattr(self, name)}; pass "
                                   f"positive --{name.replace('_', '-')} sizes")
         self._validate_finite()
+        eps = getattr(self.algo_config, "adam_eps", None)
+        if eps is not None and not eps > 0:
+            raise ConfigError(f"adam_eps must be > 0, got {eps}; pass a small positive "
+                              f"--{self.rule}.adam-eps (e.g. 1e-5)")
         if self.agent_obs not in ("local", "full_state_id"):
             raise ConfigError(f"unknown agent_obs '{self.agent_obs}'; pass --agent-obs local or "
                               f"full_state_id")
@@ -711,7 +715,7 @@ def _check_hparam(name: str, v: float) -> None:
     if not math.isfinite(v):
         raise ConfigError(f"{name} must be a finite number, got {v}; pass a finite value")
     positive = ("lr", "clip_eps", "vf_clip_eps", "max_grad_norm", "delta", "vf_lr", "eps_kl",
-                "c_beta", "beta_lr")
+                "c_beta", "beta_lr", "d_targ")
     unit = ("gamma", "gae_lambda", "backtrack")
     if name in positive and not v > 0:
         raise ConfigError(f"{name} must be > 0, got {v}; pass a positive value (e.g. --ppo.{name} 3e-4)"

@@ -23,7 +23,7 @@ import numpy as np
 from pgjax.compile_cache import StoredProgram, program_dir
 from pgjax.config import TrainConfig
 from pgjax.errors import ConfigError, TrainingError
-from pgjax.train import Trainer
+from pgjax.train import Trainer, check_memory
 
 
 def stack_hparams(runs) -> dict[str, jax.Array]:
@@ -526,6 +526,7 @@ def run(cfg: TrainConfig, log=None, trainer: Trainer | None = None, strict: bool
     # directory is created, locked or replaced
     stored, trainer = trainer is None, trainer or Trainer(cfg)
     try:
+        check_memory(cfg, trainer.env, trainer.policy)
         lock = run_records.claim(cfg) if jax.process_index() == 0 else None
         try:
             found = run_records.inspect(root) if lock is not None else None

@@ -36,6 +36,7 @@ from pgjax.algos.pieces import trust_region_stats
 from pgjax.algos.multiagent import make_combinator
 from pgjax.config import TrainConfig
 from pgjax.envs import make_env
+from pgjax.errors import ConfigError
 from pgjax.envs.memory import StatefulEnv, WindowEnv
 from pgjax.normalize import RunningStats, init_stats, normalize, scale_rewards, update_stats
 from pgjax.policies import (ActorCritic, Forward, frozen_entries, make_actor_critic,
@@ -128,9 +129,51 @@ def check(cfgs) -> None:
                cfg.stateful_prev_action, cfg.window)
         if key not in envs:
             envs[key] = build_env(dataclasses.replace(cfg, vectorization="sync"), 1)
-        build_algorithm(cfg, build_policy(cfg, envs[key]))
+        policy = build_policy(cfg, envs[key])
+        build_algorithm(cfg, policy)
+        check_memory(cfg, envs[key], policy)
     for env in envs.values():
         env.close()
+
+
+def memory_needed(cfg: TrainConfig, env, policy) -> int:
+    """A lower estimate of the bytes the runs of ``cfg`` hold at once (computed from shapes
+    only, nothing is allocated): per run the parameters with Adam's two moments and the
+    gradients, and the rollout (observations, final observations, actions, rewards, values)
+    with the batch made from it."""
+    import math
+
+    spec = env.spec
+    shapes = jax.eval_shape(lambda k: policy.init(k, spec.obs_shape),
+                            jax.random.PRNGKey(0))
+    params = sum(math.prod(x.shape) for x in jax.tree.leaves(shapes))
+    per_step = 3 * math.prod(spec.obs_shape) + 2 * spec.action.n + 8
+    rollout = cfg.num_envs * cfg.rollout_len * per_step
+    return 4 * len(cfg.runs()) * (4 * params + 2 * rollout)
+
+
+def available_memory() -> int | None:
+    """Bytes of the first device's memory (the host's for the CPU), or None if unknown."""
+    import os
+
+    try:
+        stats = jax.devices()[0].memory_stats() or {}
+        if stats.get("bytes_limit"):
+            return int(stats["bytes_limit"])
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(cfg: TrainConfig, env, policy) -> None:
+    """Refuse, in one line and before anything compiles, runs that cannot fit in memory."""
+    need, have = memory_needed(cfg, env, policy), available_memory()
+    if have is not None and need > have:
+        raise ConfigError(f"these {len(cfg.runs())} runs need at least {need / 2**30:,.1f} GB "
+                          f"(parameters, optimiser state and the rollout of {cfg.num_envs} envs "
+                          f"x {cfg.rollout_len} steps each), more than the {have / 2**30:,.1f} GB "
+                          f"here; pass fewer --seeds or --num-envs, a shorter --rollout-len or "
+                          f"smaller network and state sizes")
 
 
 def build_algorithm(cfg: TrainConfig, policy):
