@@ -92,3 +92,231 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path, capsys, monkeypatch):
     assert main(["train"]) == 130
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "interrupted" in err and "--resume" in err
+
+
+# -- resume: records and checkpoints that do not agree ----------------------------------------
+import dataclasses  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from helpers import Interrupt, assert_same_records, interrupting  # noqa: E402
+from pgjax import TrainConfig, run  # noqa: E402
+from pgjax.algos import PPOConfig  # noqa: E402
+from pgjax.errors import ConfigError  # noqa: E402
+
+SMALL = TrainConfig(env="jax:cartpole", num_envs=8, rollout_len=16, eval_every=2, eval_envs=4,
+                    episode_length=100, steps=8 * 16 * 2 * 4, quiet=True, checkpoint_seconds=0,
+                    ppo=PPOConfig(epochs=2, minibatches=4))
+
+
+def _cut(cfg, monkeypatch, chunks=3) -> Path:
+    with monkeypatch.context() as m:
+        interrupting(m, after_chunks=chunks)
+        with pytest.raises(Interrupt):
+            run(cfg)
+    return Path(cfg.out) / cfg.name
+
+
+@pytest.fixture
+def reference(tmp_path):
+    cfg = dataclasses.replace(SMALL, out=str(tmp_path))
+    return cfg, run(dataclasses.replace(cfg, name="full")).root
+
+
+def test_resume_never_accepts_missing_rows(reference, monkeypatch, capsys):
+    """metrics.csv cut short of the newest checkpoint: the resume goes back to a checkpoint
+    the rows reach (with a warning), and ends with every row; with no metrics at all, the
+    partial records are set aside and the run starts over; never finished with rows
+    missing."""
+    cfg, full = reference
+    cut = _cut(dataclasses.replace(cfg, name="short"), monkeypatch)
+    path = cut / "runs" / "seed0" / "metrics.csv"
+    rows = path.read_text().splitlines()
+    path.write_text("\n".join(rows[:-2]) + "\n")  # iterations 5, 6 lost: behind checkpoint 3
+    capsys.readouterr()
+    run(dataclasses.replace(cfg, name="short", resume=True))
+    assert "ahead of its metrics" in capsys.readouterr().err
+    assert_same_records(full, cut)
+
+    cut = _cut(dataclasses.replace(cfg, name="none"), monkeypatch)
+    (cut / "runs" / "seed0" / "metrics.csv").unlink()
+    run(dataclasses.replace(cfg, name="none", resume=True))
+    assert_same_records(full, cut)
+
+
+def test_resume_with_checkpoint_every_0_continues_from_the_checkpoint(reference, monkeypatch,
+                                                                      capsys):
+    cfg, full = reference
+    cut = _cut(dataclasses.replace(cfg, name="c"), monkeypatch)
+    capsys.readouterr()
+    run(dataclasses.replace(cfg, name="c", resume=True, checkpoint_every=0, quiet=False))
+    assert "resuming" in capsys.readouterr().out
+    assert_same_records(full, cut)
+
+
+def test_checksums_missing_or_damaged_are_not_called_damaged_checkpoints(reference,
+                                                                         monkeypatch, capsys):
+    """Without its checksum file (or with a damaged one) an intact checkpoint still resumes,
+    with a warning that it cannot be verified; damaged bytes without a checksum are found
+    at restore and named, never reported as a diverging run."""
+    cfg, full = reference
+    for how in ("missing", "damaged"):
+        cut = _cut(dataclasses.replace(cfg, name=how), monkeypatch)
+        digests = cut / "checkpoint" / "sha256.json"
+        digests.unlink() if how == "missing" else digests.write_text('{"3": ')
+        capsys.readouterr()
+        run(dataclasses.replace(cfg, name=how, resume=True))
+        err = capsys.readouterr().err
+        assert "cannot be verified" in err and "--overwrite" not in err
+        assert_same_records(full, cut)
+
+    cut = _cut(dataclasses.replace(cfg, name="garbage"), monkeypatch)
+    (cut / "checkpoint" / "sha256.json").unlink()
+    for step in ("2", "3"):
+        big = max((p for p in (cut / "checkpoint" / step).rglob("*") if p.is_file()),
+                  key=lambda p: p.stat().st_size)
+        big.write_bytes(b"\xff" * big.stat().st_size)
+    capsys.readouterr()
+    with pytest.raises(ConfigError, match="no checkpoint of .* restores"):
+        run(dataclasses.replace(cfg, name="garbage", resume=True))
+    err = capsys.readouterr().err
+    assert "does not restore" in err and "learning rate" not in err
+
+
+def test_damaged_status_files_are_one_line_everywhere(reference, capsys):
+    from pgjax.trained import evaluate
+
+    cfg, full = reference
+    shutil.copytree(full, Path(cfg.out) / "st")
+    root = Path(cfg.out) / "st"
+    (root / "runs" / "seed0" / "status.json").write_text("garbage{")
+    for argv in (["train", "--env", "jax:cartpole", "--out", cfg.out, "--name", "st",
+                  "--resume", "--quiet"], ["plot", str(root)], ["eval", str(root)]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "status.json is damaged" in err, err
+    with pytest.raises(ConfigError):
+        evaluate(root)
+    # a damaged root status.json: the records are whole, so --resume marks it finished again
+    (root / "runs" / "seed0" / "status.json").unlink()
+    (root / "status.json").write_text("{")
+    run(dataclasses.replace(cfg, name="st", resume=True))
+    assert is_finished(root)
+
+
+def test_plot_and_eval_leave_unfinished_runs_out_with_a_note(tmp_path, monkeypatch, capsys):
+    cfg = dataclasses.replace(SMALL, out=str(tmp_path), evals=5)
+    run(dataclasses.replace(cfg, name="full"))
+    cut = _cut(dataclasses.replace(cfg, name="killed"), monkeypatch)
+    capsys.readouterr()
+    assert main(["plot", str(cut.parent), "--reps", "20", "--out", str(cut.parent / "p")]) == 0
+    out = capsys.readouterr()
+    assert "killed is unfinished" in out.err and "--include-unfinished" in out.err
+    agg = pd.read_csv(cut.parent / "p" / "aggregate.csv")
+    assert len(agg) == 1 and agg["unfinished_runs"].tolist() == [0]
+    assert main(["plot", str(cut.parent), "--reps", "20", "--include-unfinished", "--out",
+                 str(cut.parent / "q")]) == 0
+    agg = pd.read_csv(cut.parent / "q" / "aggregate.csv")
+    assert sorted(agg["unfinished_runs"]) == [0, 1]
+    assert main(["eval", str(cut), "--episodes", "2"]) == 2
+    assert "unfinished" in capsys.readouterr().err
+    assert main(["eval", str(cut), "--episodes", "2", "--include-unfinished", "--out",
+                 str(cut.parent / "e.csv")]) == 0
+    assert pd.read_csv(cut.parent / "e.csv")["finished"].tolist() == [False]
+
+
+# -- sweeps --------------------------------------------------------------------------------
+SWEEP = '''algos = ["ppo"]
+envs = ["jax:cartpole"]
+out = "{out}"
+[config]
+steps = 512
+num_envs = 4
+rollout_len = 32
+eval_every = 2
+eval_envs = 2
+quiet = true
+'''
+
+
+def test_a_changed_sweep_is_refused_before_anything_trains(tmp_path, capsys):
+    f = tmp_path / "s.toml"
+    f.write_text(SWEEP.format(out=tmp_path) + '[static]\ngamma = [0.9, 0.99]\n')
+    assert main(["sweep", str(f)]) == 0
+    before = _snapshot(tmp_path / "s")
+    f.write_text(SWEEP.format(out=tmp_path) + '[static]\ngamma = [0.9, 0.99, 0.999]\n')
+    capsys.readouterr()
+    assert main(["sweep", str(f), "--set", "ppo.lr=1e-3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "ppo.lr (0.0003 recorded, 0.001 now)" in err
+    assert _snapshot(tmp_path / "s") == before  # no group trained, not even the new one
+
+
+def test_sweep_files_of_the_wrong_form_are_one_line(tmp_path, capsys):
+    bad = {"grid = 5": "'grid'", "config = 3": "'config'", "name = 5": "'name'",
+           'algos = [1]\nenvs = ["jax:cartpole"]': "'algos'",
+           '[static]\nactor_hidden = [[64, [1]]]': "list of integers",
+           '[static]\ngamma = [0.9, 0.9]': "both named"}
+    for body, words in bad.items():
+        f = tmp_path / "s.toml"
+        head = "" if body.startswith("algos") else 'algos = ["ppo"]\nenvs = ["jax:cartpole"]\n'
+        f.write_text(head + body + "\n")
+        assert main(["sweep", str(f), "--dry-run"]) == 2, body
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and words in err, (body, err)
+    f.write_text('algos = ["ppo"]\nenvs = ["jax:cartpole"]\n[static]\ngamma = [0.9, 0.9000001]\n')
+    assert main(["sweep", str(f), "--dry-run"]) == 0
+    assert "gamma=0.9_" not in capsys.readouterr().out  # two distinct group names
+    f.write_text('algos = ["ppo"]\nenvs = ["jax:cartpole"]\nout = "/proc/pgjax"\n')
+    assert main(["sweep", str(f)]) == 2
+    assert "pass a writable out" in capsys.readouterr().err
+
+
+def test_a_damaged_sweep_json_is_rebuilt(tmp_path, capsys):
+    f = tmp_path / "s.toml"
+    f.write_text(SWEEP.format(out=tmp_path))
+    assert main(["sweep", str(f)]) == 0
+    (tmp_path / "s" / "sweep.json").write_text('{"groups": ')
+    capsys.readouterr()
+    assert main(["sweep", str(f)]) == 0
+    assert "sweep.json is damaged" in capsys.readouterr().err
+    assert json.loads((tmp_path / "s" / "sweep.json").read_text())["groups"]
+
+
+# -- plugins and meaningless options ----------------------------------------------------------
+def test_two_plugins_registering_one_name_is_an_error_naming_both(tmp_path, capsys):
+    body = ("from pgjax.algos import register, PPOConfig\nfrom pgjax.algos.ppo import make_ppo\n"
+            "def make(cfg, policy):\n    return make_ppo(cfg, policy)\n"
+            "register('twice', PPOConfig, make)\n")
+    (tmp_path / "one.py").write_text(body)
+    (tmp_path / "two.py").write_text(body)
+    assert _train(tmp_path, "--plugins", str(tmp_path / "one.py"), str(tmp_path / "two.py"),
+                  "--algo", "twice") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "one.py" in err and "two.py" in err
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--ppo.adam-eps", "-1"], "adam_eps must be > 0"),
+    (["--ppo.adam-eps", "0"], "adam_eps must be > 0"),
+    (["--algo", "ppo_kl", "--ppo_kl.d-targ", "-0.01"], "d_targ must be > 0"),
+    (["--backend", "spring"], "not a Brax environment"),
+    (["--vectorization", "async"], "applies to Gymnasium"),
+    (["--policy", "stateful", "--z-dim", "100000000000"], "z_dim 100,000,000,000 is beyond"),
+    (["--policy", "window", "--window", "100000000000"], "window 100,000,000,000 is beyond"),
+    (["--policy", "recurrent", "--carry-size", "100000000000"], "carry_size"),
+    (["--episode-length", "100000000000"], "(int32)"),
+    (["--env", "jax:memory-100000000000"], "delay 100,000,000,000 is beyond"),
+    (["--policy", "stateful", "--z-dim", "1000000"], "GB"),
+])
+def test_meaningless_or_oversized_options_are_one_line(tmp_path, capsys, monkeypatch, args,
+                                                       words):
+    import pgjax.runner
+
+    monkeypatch.setattr(pgjax.runner, "VmappedRuns", None)  # nothing may compile
+    assert _train(tmp_path, *args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and words in err, err
+    assert not (tmp_path / "r").exists()
