@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pgjax.rundir import read_json, run_status
+from pgjax.rundir import check_metrics, read_json, run_status
 
 
 def run_group(record: dict, run: dict) -> str:
@@ -38,7 +38,7 @@ def load_run_dir(root) -> pd.DataFrame:
             failed.append({"group": group, "run": r["id"], "seed": r["seed"],
                            "update": failure.get("update"), "error": failure.get("error")})
             continue
-        if not (d / "metrics.csv").exists():
+        if not (d / "metrics.csv").exists() or not check_metrics(d / "metrics.csv"):
             continue
         df = with_chunks(pd.read_csv(d / "metrics.csv"), cfg["config"])
         df["group"] = group

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from pgjax.errors import ConfigError
-from pgjax.rundir import is_finished, read_json, readable, run_status
+from pgjax.rundir import check_metrics, is_finished, read_json, readable, run_status
 from pgjax.plots import (EVAL_SOURCES, RETURN_LABELS, curve_source, eval_source, return_points, run_group,
                          with_chunks)
 
@@ -115,7 +115,7 @@ def load(paths, include_unfinished: bool = False) -> pd.DataFrame:
                                "run": f"{name}/{r['id']}", "seed": r["seed"],
                                "update": failure.get("update"), "error": failure.get("error")})
                 continue
-            if not (d / "metrics.csv").exists():
+            if not (d / "metrics.csv").exists() or not check_metrics(d / "metrics.csv"):
                 continue
             df = with_chunks(pd.read_csv(d / "metrics.csv"), c)
             df["algo"], df["env"] = c["algo"], c["env"]

@@ -42,8 +42,8 @@ from flax import serialization
 
 from pgjax.config import TrainConfig
 from pgjax.errors import ConfigError
-from pgjax.rundir import (DirState, inspect, is_finished, read_json,  # noqa: F401 (re-exported)
-                          read_rows, recorded_rows, run_status)
+from pgjax.rundir import (DirState, check_records, inspect, is_finished,  # noqa: F401
+                          read_json, read_rows, recorded_rows, run_status)
 from pgjax.files import (atomic_write_bytes, atomic_write_json,  # noqa: F401 (re-exported)
                          remove_stale_temporaries)
 from pgjax.train import eval_keys
@@ -320,38 +320,6 @@ def empty_trash(root: Path) -> None:
             shutil.rmtree(old, ignore_errors=True)
     if trash.is_dir() and not any(trash.iterdir()):
         trash.rmdir()
-
-
-def check_records(root) -> None:
-    """Before a resume trains anything: the run directory's records are whole. Every run's
-    ``metrics.csv`` decodes, has its header's number of cells in every row, numbers in every
-    cell and one row per iteration from 0 on; ``ConfigError`` (one line) names the file."""
-    root = Path(root)
-    cfg = read_json(root / "config.json", "the run's config.json")
-    for r in cfg.get("runs", []):
-        path = root / "runs" / r["id"] / "metrics.csv"
-        if not path.exists():
-            continue
-        fix = "restore the file or pass --overwrite to start the run over"
-        try:
-            with open(path, newline="", encoding="utf-8") as f:
-                rows = list(csv.reader(f))
-        except (OSError, UnicodeDecodeError, csv.Error) as e:
-            raise ConfigError(f"{path} is damaged ({type(e).__name__}); {fix}") from None
-        header, body = (rows[0], rows[1:]) if rows else ([], [])
-        for n, row in enumerate(body, 2):
-            if len(row) != len(header):
-                raise ConfigError(f"{path} is damaged (line {n} has {len(row)} cells, the "
-                                  f"header {len(header)}); {fix}")
-            for name, cell in zip(header, row):
-                try:
-                    float(cell or "nan")
-                except ValueError:
-                    raise ConfigError(f"{path} is damaged (line {n}: {name} = {cell[:20]!r} "
-                                      f"is not a number); {fix}") from None
-            if int(float(row[0])) != n - 2:
-                raise ConfigError(f"{path} is damaged (line {n} is iteration {row[0]}, "
-                                  f"expected {n - 2}: rows are missing); {fix}")
 
 
 def load_params(path) -> dict:

@@ -96,6 +96,47 @@ def recorded_rows(root) -> dict:
     return out
 
 
+def check_metrics(path: Path) -> int:
+    """A run's ``metrics.csv`` is whole: it decodes, every row has its header's number of
+    cells, every cell is a number and the rows are iterations 0, 1, ... in order. Returns
+    the number of rows; a one-line ``ConfigError`` names the file and the line otherwise."""
+    fix = "restore the file or pass --overwrite to start the run over (the old one is set " \
+          "aside in .trash)"
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = list(csv.reader(f))
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise ConfigError(f"{path} is damaged ({type(e).__name__}); {fix}") from None
+    header, body = (rows[0], rows[1:]) if rows else ([], [])
+    if not header or header[0] != "iteration":
+        raise ConfigError(f"{path} is damaged (no header starting with iteration); {fix}")
+    for n, row in enumerate(body, 2):
+        if len(row) != len(header):
+            raise ConfigError(f"{path} is damaged (line {n} has {len(row)} cells, the "
+                              f"header {len(header)}); {fix}")
+        for name, cell in zip(header, row):
+            try:
+                float(cell or "nan")
+            except ValueError:
+                raise ConfigError(f"{path} is damaged (line {n}: {name} = {cell[:20]!r} "
+                                  f"is not a number); {fix}") from None
+        if float(row[0]) != n - 2:
+            raise ConfigError(f"{path} is damaged (line {n} is iteration {row[0]}, "
+                              f"expected {n - 2}: rows are missing); {fix}")
+    return len(body)
+
+
+def check_records(root) -> None:
+    """Before a resume trains anything: every run's ``metrics.csv`` is whole
+    (``check_metrics``)."""
+    root = Path(root)
+    cfg = read_json(root / "config.json", "the run's config.json")
+    for r in cfg.get("runs", []):
+        path = root / "runs" / r["id"] / "metrics.csv"
+        if path.exists():
+            check_metrics(path)
+
+
 def is_finished(root) -> bool:
     return inspect(root).state == "finished"
 
