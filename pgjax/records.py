@@ -92,18 +92,11 @@ class RunRecords:
     @classmethod
     def create(cls, cfg, runs) -> "RunRecords":
         root = Path(cfg.out) / cfg.name
-        (root / "runs").mkdir(parents=True, exist_ok=True)
         (root / "status.json").unlink(missing_ok=True)
         grid = cfg.parse_grid()
         varied = [k for k in grid if len(grid[k]) > 1]
-        run_dirs = []
-        for seed, hp in runs:
-            d = root / "runs" / run_id(seed, hp, varied)
-            d.mkdir(parents=True, exist_ok=True)
-            atomic_write_json(d / "config.json", {"seed": seed, "hparams": hp})
-            for stale in ("metrics.csv", "status.json"):
-                (d / stale).unlink(missing_ok=True)
-            run_dirs.append(d)
+        run_dirs = [root / "runs" / run_id(seed, hp, varied) for seed, hp in runs]
+        # config.json first: a directory is never left with records it does not describe
         atomic_write_json(root / "config.json", {
             "config": {**cfg.to_dict(), "resume": False},  # new records: not resumed
             "grid": grid, "num_iterations": cfg.num_iterations,
@@ -118,6 +111,11 @@ class RunRecords:
                                 "that ended in the update; blank when none ended"},
             "runs": [{"id": d.name, "seed": s, "hparams": hp} for d, (s, hp) in zip(run_dirs, runs)],
             "versions": _versions()})
+        for d, (seed, hp) in zip(run_dirs, runs):
+            d.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(d / "config.json", {"seed": seed, "hparams": hp})
+            for stale in ("metrics.csv", "status.json"):
+                (d / stale).unlink(missing_ok=True)
         return cls(root=root, run_dirs=run_dirs, eval_columns=eval_keys(cfg))
 
     @classmethod

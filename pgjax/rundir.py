@@ -61,6 +61,13 @@ def inspect(root) -> DirState:
     nothing is written and nothing compiles."""
     root = Path(root)
     if not (root / "config.json").exists():
+        held = sorted(p.name for p in root.iterdir() if p.name != ".lock") \
+            if root.is_dir() else []
+        if held:  # records without the file that says what they are: never taken as new
+            return DirState("damaged", f"{root / 'config.json'} is missing but the directory "
+                                       f"holds {', '.join(held[:3])}; restore config.json, or "
+                                       f"pass --overwrite to train it again (the old records "
+                                       f"are set aside in .trash)")
         return DirState("new")
     try:
         record = read_json(root / "config.json", "the run's config.json", "")
