@@ -322,4 +322,16 @@ def empty_trash(root: Path) -> None:
 
 def load_params(path) -> dict:
     """Read a ``params.msgpack`` written by a run: {"params": ..., "obs_stats": ...}."""
-    return serialization.msgpack_restore(Path(path).read_bytes())
+    try:
+        tree = serialization.msgpack_restore(Path(path).read_bytes())
+    except OSError as e:
+        raise ConfigError(f"cannot read {path} ({e.strerror}); pass a run whose parameters "
+                          f"are there") from None
+    except Exception as e:  # msgpack's own errors: a torn or overwritten file
+        raise ConfigError(f"{path} is damaged ({type(e).__name__}); its run's metrics are "
+                          f"intact, but its parameters cannot be restored: train it again "
+                          f"with --overwrite (the old run is set aside in .trash)") from None
+    if not isinstance(tree, dict) or "params" not in tree:
+        raise ConfigError(f"{path} is damaged (no parameters in it); train the run again with "
+                          f"--overwrite (the old run is set aside in .trash)")
+    return tree

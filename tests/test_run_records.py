@@ -320,3 +320,17 @@ def test_meaningless_or_oversized_options_are_one_line(tmp_path, capsys, monkeyp
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and words in err, err
     assert not (tmp_path / "r").exists()
+
+
+def test_damaged_parameters_are_one_line_for_every_reader(reference, capsys):
+    import pgjax
+
+    cfg, full = reference
+    root = Path(cfg.out) / "p"
+    shutil.copytree(full, root)
+    (root / "runs" / "seed0" / "params.msgpack").write_bytes(b"garbage{")
+    assert main(["eval", str(root), "--episodes", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "params.msgpack is damaged" in err
+    with pytest.raises(ConfigError, match="params.msgpack is damaged"):
+        pgjax.load_policy(root)
