@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import NamedTuple
 
-from pgjax.files import atomic_write_json
+from pgjax.files import atomic_write_json, interrupts_deferred
 
 DIGESTS = "sha256.json"  # {step: {file: sha256}}, next to the step directories
 
@@ -100,18 +100,19 @@ class Checkpoints:
         step is complete, so a step without its checksums is never trusted)."""
         import orbax.checkpoint as ocp
 
-        self.manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
-                                                        meta=ocp.args.JsonSave(meta)))
-        self.manager.wait_until_finished()
-        path = self.directory / DIGESTS
-        try:
-            digests = json.loads(path.read_text())
-        except (OSError, ValueError):
-            digests = {}
-        kept = {str(s) for s in self.manager.all_steps()}
-        digests = {k: v for k, v in digests.items() if k in kept}
-        digests[str(step)] = _digest(self.directory / str(step))
-        atomic_write_json(path, digests)
+        with interrupts_deferred():  # Ctrl-C waits for the step and its checksums
+            self.manager.save(step, args=ocp.args.Composite(
+                state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)))
+            self.manager.wait_until_finished()
+            path = self.directory / DIGESTS
+            try:
+                digests = json.loads(path.read_text())
+            except (OSError, ValueError):
+                digests = {}
+            kept = {str(s) for s in self.manager.all_steps()}
+            digests = {k: v for k, v in digests.items() if k in kept}
+            digests[str(step)] = _digest(self.directory / str(step))
+            atomic_write_json(path, digests)
 
     def restore(self, step: int, target):
         """(state, meta) of checkpoint ``step``; ``target`` gives structure, dtypes, sharding."""

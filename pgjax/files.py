@@ -1,9 +1,30 @@
-"""Atomic file writes: every record, index and checksum file pgjax writes goes through these."""
+"""Atomic file writes: every record, index and checksum file pgjax writes goes through these;
+and ``interrupts_deferred``, which lets a multi-file write finish before Ctrl-C stops it."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+import threading
 from pathlib import Path
+
+
+@contextlib.contextmanager
+def interrupts_deferred():
+    """Hold Ctrl-C (SIGINT) until the block has finished, then raise it: a checkpoint and its
+    checksums are written whole or not at all. Outside the main thread, a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received = []
+    previous = signal.signal(signal.SIGINT, lambda *a: received.append(a))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if received:
+            raise KeyboardInterrupt
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

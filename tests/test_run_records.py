@@ -334,3 +334,20 @@ def test_damaged_parameters_are_one_line_for_every_reader(reference, capsys):
     assert len(err.splitlines()) == 1 and "params.msgpack is damaged" in err
     with pytest.raises(ConfigError, match="params.msgpack is damaged"):
         pgjax.load_policy(root)
+
+
+def test_ctrl_c_during_a_checkpoint_waits_for_it_to_be_whole():
+    """SIGINT inside ``interrupts_deferred`` (which wraps a checkpoint and its checksums) is
+    held until the block has finished, then raised."""
+    import os
+    import signal
+
+    from pgjax.files import interrupts_deferred
+
+    done = []
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            done.append("the write finished")
+    assert done == ["the write finished"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
