@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 
-def measure(env: str, steps: int, seeds: int) -> dict:
+def measure(env: str, steps: int, seeds: int, checkpoint_seconds: float) -> dict:
     import pgjax.checkpoint
     import pgjax.records
     import pgjax.runner
@@ -45,13 +45,14 @@ def measure(env: str, steps: int, seeds: int) -> dict:
     timed(pgjax.records.RunRecords, "finish", "finish")
     with tempfile.TemporaryDirectory() as out:
         cfg = TrainConfig(env=env, steps=steps, seeds=seeds, out=out, name="r", quiet=True,
-                          checkpoint_seconds=0)  # a checkpoint after every chunk: the worst case
+                          checkpoint_seconds=checkpoint_seconds)
         t0 = time.perf_counter()
         pgjax.runner.run(cfg)
         wall = time.perf_counter() - t0
         chunks = cfg.num_chunks
     total = sum(spent.values())
-    return {"env": env, "steps": steps, "seeds": seeds, "chunks": chunks,
+    return {"pgjax": str(Path(pgjax.records.__file__).parent), "env": env, "steps": steps,
+            "seeds": seeds, "chunks": chunks, "checkpoint_seconds": checkpoint_seconds,
             "wall_s": round(wall, 2), **{f"{k}_s": round(v, 3) for k, v in spent.items()},
             "records_fraction": round(total / wall, 5)}
 
@@ -61,9 +62,11 @@ def main() -> None:
     p.add_argument("--env", default="brax:hopper")
     p.add_argument("--steps", type=int, default=204_800)
     p.add_argument("--seeds", type=int, default=1)
+    p.add_argument("--checkpoint-seconds", type=float, default=120.0,
+                   help="pgjax's default; 0 checkpoints after every chunk (the worst case)")
     p.add_argument("--no-write", action="store_true")
     a = p.parse_args()
-    result = measure(a.env, a.steps, a.seeds)
+    result = measure(a.env, a.steps, a.seeds, a.checkpoint_seconds)
     print(json.dumps(result, indent=1))
     if not a.no_write:
         path = Path(__file__).parent / "results" / "records_overhead.json"

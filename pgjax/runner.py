@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -497,6 +498,16 @@ def _finish(s: Session, failed: dict, strict: bool):
     return s.records
 
 
+def _preload_plotting() -> None:
+    """Import what ``RunRecords.finish`` draws with (matplotlib: about 0.4 s), off the
+    critical path."""
+    try:
+        import matplotlib.figure  # noqa: F401
+        import pgjax.plots  # noqa: F401
+    except Exception:  # the finish imports it again and reports any error itself
+        pass
+
+
 def raise_failures(failed: dict):
     """``TrainingError`` naming the first failed run (and how many more failed)."""
     first = failed[min(failed)]
@@ -552,6 +563,8 @@ def run(cfg: TrainConfig, log=None, trainer: Trainer | None = None, strict: bool
                 warn(f"{root} has no checkpoint to continue from; it starts over (its partial "
                      f"records are kept in {aside} until the run finishes)")
                 resuming = False
+            if lock is not None:  # the finish's plotting library, loaded while XLA compiles
+                threading.Thread(target=_preload_plotting, daemon=True).start()
             session, state, start, failed = _start(cfg, trainer, say, resuming, steps, stored)
             failed = _train_chunks(session, state, start, failed)
             out = _finish(session, failed, strict=False)
