@@ -405,6 +405,9 @@ class TrainConfig:
             raise ConfigError(f"--algo-options is for registered (plugin) rules; set "
                               f"{self.rule}'s options with --{self.rule}.<name>")
         self._validate_agents()
+        if self.resume and self.overwrite:
+            raise ConfigError("--resume continues the run in --out/--name and --overwrite "
+                              "replaces it; pass one of them")
         if self.checkpoint_every < 0:
             raise ConfigError("checkpoint_every must be >= 0; pass --checkpoint-every 0 to "
                               "disable checkpoints")

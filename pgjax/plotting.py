@@ -34,7 +34,8 @@ import numpy as np
 import pandas as pd
 
 from pgjax.errors import ConfigError
-from pgjax.rundir import check_metrics, is_finished, read_json, readable, run_status
+from pgjax.rundir import (check_metrics, inspect, is_finished, read_json, readable,
+                          run_status)
 from pgjax.plots import (EVAL_SOURCES, RETURN_LABELS, curve_source, eval_source, return_points, run_group,
                          with_chunks)
 
@@ -46,11 +47,15 @@ def find_run_dirs(paths) -> list[Path]:
             q.parent for q in p.rglob("config.json")
             if ".trash" not in q.relative_to(p).parts)  # runs set aside by --overwrite
         for c in cands:
-            try:
-                cfg = json.loads((c / "config.json").read_text())
-            except (OSError, ValueError):
+            if c != p and c.parent.name == "runs" and (c.parent.parent / "config.json").exists():
+                continue  # one run's own config.json (seed and hyperparameters)
+            found = inspect(c)
+            if found.state == "damaged":
+                if c == p:  # named on the command line: an error
+                    raise ConfigError(found.reason)
+                print(f"pgjax plot: note: {found.reason}; left out", file=sys.stderr)
                 continue
-            if "runs" in cfg and "config" in cfg and c not in out:
+            if found.state != "new" and c not in out:
                 out.append(c)
     return out
 

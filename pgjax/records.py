@@ -42,8 +42,9 @@ from flax import serialization
 
 from pgjax.config import TrainConfig
 from pgjax.errors import ConfigError
-from pgjax.rundir import (DirState, check_records, inspect, is_finished,  # noqa: F401
-                          read_json, read_rows, recorded_rows, run_status)
+from pgjax.rundir import (DirState, check_records, enclosing_run,  # noqa: F401
+                          inspect, is_finished, read_json, read_rows, recorded_rows,
+                          run_status)
 from pgjax.files import (atomic_write_bytes, atomic_write_json,  # noqa: F401 (re-exported)
                          remove_stale_temporaries)
 from pgjax.train import eval_keys
@@ -263,6 +264,10 @@ def claim(cfg) -> FileLock:
     out, root = Path(cfg.out), Path(cfg.out) / cfg.name
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file; pass a directory for the run directories")
+    inside = enclosing_run(root)
+    if inside is not None:
+        raise ConfigError(f"{root} lies inside the run directory {inside}, whose records it "
+                          f"would mix with; pass an --out outside it")
     try:
         root.mkdir(parents=True, exist_ok=True)
         lock = FileLock(root / ".lock", timeout=0)

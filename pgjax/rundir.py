@@ -74,7 +74,8 @@ def inspect(root) -> DirState:
         if not isinstance(record, dict) or not isinstance(record.get("runs"), list) or \
                 not isinstance(record.get("config"), dict):
             raise ConfigError(f"{root / 'config.json'} is damaged (no config or runs entry); "
-                              f"restore it from a copy")
+                              f"restore it from a copy, or pass --overwrite to train the run "
+                              f"again (the old records are set aside in .trash)")
         for r in record["runs"]:
             run_status(root / "runs" / str(r.get("id")))
         status = root / "status.json"
@@ -142,6 +143,15 @@ def check_records(root) -> None:
         path = root / "runs" / r["id"] / "metrics.csv"
         if path.exists():
             check_metrics(path)
+
+
+def enclosing_run(path) -> Path | None:
+    """The run directory that ``path`` lies inside (a ``config.json`` with runs in one of its
+    ancestors), or None."""
+    for parent in Path(path).absolute().parents:
+        if (parent / "config.json").exists() and (parent / "runs").is_dir():
+            return parent
+    return None
 
 
 def is_finished(root) -> bool:

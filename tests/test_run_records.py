@@ -351,3 +351,18 @@ def test_ctrl_c_during_a_checkpoint_waits_for_it_to_be_whole():
             done.append("the write finished")
     assert done == ["the write finished"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_runs_inside_runs_and_contradicting_flags_are_refused(reference, capsys):
+    cfg, full = reference
+    assert _train(Path(cfg.out) / "full" / "runs", name="nested") == 2
+    assert "lies inside the run directory" in capsys.readouterr().err
+    assert _train(Path(cfg.out), "--resume", "--overwrite", name="full") == 2
+    assert "pass one of them" in capsys.readouterr().err
+    # a damaged directory among others: plot says so and shows the rest
+    shutil.copytree(full, Path(cfg.out) / "bad")
+    (Path(cfg.out) / "bad" / "config.json").write_text("{}")
+    assert main(["plot", cfg.out, "--reps", "10", "--out", str(Path(cfg.out) / "p")]) == 0
+    err = capsys.readouterr().err
+    assert "bad/config.json is damaged" in err and "left out" in err
+    assert main(["plot", str(Path(cfg.out) / "bad")]) == 2
