@@ -51,6 +51,16 @@ from pgjax.train import eval_keys
 
 
 
+def cell(v):
+    """A metrics value as written to metrics.csv: a float that is a float32 (what the
+    compiled program computes) in the shortest form that reads back as that float32
+    (``3317.4487``, not ``3317.44873046875``: 40% smaller records), other values as they
+    are. Exact either way."""
+    if isinstance(v, float) and np.isfinite(v) and float(np.float32(v)) == v:
+        return str(np.float32(v))
+    return v
+
+
 def exact(v: float) -> str:
     """``v`` as ``%g`` where that reads back as ``v`` exactly, else its shortest exact form
     (``1.000001e-4`` stays distinct from ``1e-4``): names built from values never merge two
@@ -169,7 +179,7 @@ class RunRecords:
         w = csv.DictWriter(buf, fieldnames=self.columns or list(self.rows[r][0].keys()),
                            lineterminator="\n")
         w.writeheader()
-        w.writerows(self.rows[r])
+        w.writerows({k: cell(v) for k, v in row.items()} for row in self.rows[r])
         atomic_write_bytes(self.run_dirs[r] / "metrics.csv", buf.getvalue().encode())
 
     def _append(self, rows_per_run: list[list[dict]]) -> None:
