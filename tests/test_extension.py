@@ -106,6 +106,10 @@ def test_a_plugin_imported_first_is_the_same_module_when_passed_again(tmp_path, 
     the rule's config class is the one the user holds (custom= accepts its instances)."""
     import importlib
 
+    from pgjax.algos import ALGORITHMS
+
+    # as in a fresh process: the other tests' copy of the rule is not registered
+    monkeypatch.delitem(ALGORITHMS, "ratio_penalty", raising=False)
     path = tmp_path / "ratio_penalty_imported.py"
     path.write_text(PLUGIN + "\nRUNS = globals().get('RUNS', 0) + 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -291,7 +291,8 @@ def test_two_plugins_registering_one_name_is_an_error_naming_both(tmp_path, caps
             "def make(cfg, policy):\n    return make_ppo(cfg, policy)\n"
             "register('twice', PPOConfig, make)\n")
     (tmp_path / "one.py").write_text(body)
-    (tmp_path / "two.py").write_text(body)
+    (tmp_path / "two.py").write_text(body.replace("make_ppo(cfg, policy)",
+                                                  "make_ppo(cfg, policy)  # another rule"))
     assert _train(tmp_path, "--plugins", str(tmp_path / "one.py"), str(tmp_path / "two.py"),
                   "--algo", "twice") == 2
     err = capsys.readouterr().err.strip()

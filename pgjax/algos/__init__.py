@@ -36,10 +36,22 @@ def register(name: str, config_cls, factory, *, replace: bool = False) -> None:
         raise ValueError(f"'{name}' is a built-in update rule; pick another name")
     if name in ALGORITHMS and not replace:
         old, new = _origin(ALGORITHMS[name][1]), _origin(factory)
-        if old != new:  # the same file registering again (a re-import) is the same rule
+        if not _same_source(old, new):  # a re-import, or a copy of the same file: one rule
             raise ValueError(f"update rule '{name}' is registered twice: by {old} and by "
                              f"{new}; rename one of them (or pass replace=True)")
     ALGORITHMS[name] = (config_cls, factory)
+
+
+def _same_source(a: str, b: str) -> bool:
+    """Whether two registrations come from the same file, or from files with one text."""
+    from pathlib import Path
+
+    if a == b:
+        return True
+    try:
+        return Path(a).read_bytes() == Path(b).read_bytes()
+    except OSError:
+        return False
 
 
 def _origin(fn) -> str:
