@@ -50,6 +50,8 @@ def find_run_dirs(paths) -> list[Path]:
             if c != p and c.parent.name == "runs" and (c.parent.parent / "config.json").exists():
                 continue  # one run's own config.json (seed and hyperparameters)
             found = inspect(c)
+            if found.state == "foreign":
+                continue
             if found.state == "damaged":
                 if c == p:  # named on the command line: an error
                     raise ConfigError(found.reason)

@@ -17,8 +17,9 @@ Every file is replaced atomically (written to a temporary file, fsynced, renamed
 chunk, so a kill at any moment leaves either the previous or the new version, never a torn
 one; ``status.json`` at the root marks complete records.
 
-A run directory is in one of four states, and ``inspect`` is the one place that tells which
-(every command that reads or writes a run directory asks it): ``new`` (nothing recorded),
+A run directory is in one of four states (a folder that is not a run's is ``foreign`` and
+is never replaced), and ``rundir.inspect`` is the one place that tells which (every command
+that reads or writes a run directory asks it): ``new`` (nothing recorded),
 ``unfinished`` (records of a run that was stopped or is training: ``--resume`` continues it
 from a checkpoint), ``finished`` (``status.json``; never written to again unless
 ``--overwrite`` replaces it) and ``damaged`` (a record that cannot be read, with the file
@@ -289,7 +290,7 @@ def claim(cfg) -> FileLock:
         raise ConfigError(f"cannot create the run directory {root} ({e.strerror}); pass a "
                           f"writable --out") from None
     found = inspect(root)
-    if found.state == "damaged" and not cfg.overwrite:
+    if found.state == "foreign" or (found.state == "damaged" and not cfg.overwrite):
         lock.release()
         raise ConfigError(found.reason)
     if found.state != "new" and not cfg.resume:

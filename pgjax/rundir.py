@@ -34,7 +34,7 @@ def read_rows(path: Path) -> list[dict]:
 
 class DirState(NamedTuple):
     """What ``inspect`` finds in a run directory: ``state`` (new, unfinished, finished,
-    damaged), ``reason`` (damaged: which file and what is wrong, with a fix that loses
+    damaged; or foreign: a directory that is not a run's and that nothing replaces), ``reason`` (damaged: which file and what is wrong, with a fix that loses
     nothing; unfinished: why, where it is not simply a stopped run) and ``record`` (its
     config.json, when readable)."""
 
@@ -63,11 +63,14 @@ def inspect(root) -> DirState:
     if not (root / "config.json").exists():
         held = sorted(p.name for p in root.iterdir() if p.name != ".lock") \
             if root.is_dir() else []
-        if held:  # records without the file that says what they are: never taken as new
+        if held and (root / "runs").is_dir():  # a run's records without their manifest
             return DirState("damaged", f"{root / 'config.json'} is missing but the directory "
                                        f"holds {', '.join(held[:3])}; restore config.json, or "
                                        f"pass --overwrite to train it again (the old records "
                                        f"are set aside in .trash)")
+        if held:  # not a run directory at all (a sweep, other files): never replaced
+            return DirState("foreign", f"{root} is not a run directory (it holds "
+                                       f"{', '.join(held[:3])}); pick another --name or --out")
         return DirState("new")
     try:
         record = read_json(root / "config.json", "the run's config.json", "")
@@ -163,7 +166,7 @@ def readable(root, include_unfinished: bool, command: str) -> bool:
     finished one always; an unfinished one (killed, or still training) only when asked,
     with a note either way; a damaged one is a one-line ``ConfigError``."""
     found = inspect(root)
-    if found.state == "damaged":
+    if found.state in ("damaged", "foreign"):
         raise ConfigError(found.reason)
     if found.state == "new":
         raise ConfigError(f"{root} holds no run (no config.json); pass a run directory")

@@ -543,7 +543,7 @@ def run(cfg: TrainConfig, log=None, trainer: Trainer | None = None, strict: bool
             found = run_records.inspect(root) if lock is not None else None
             resuming = cfg.resume and (root / "config.json").exists()
             if resuming:
-                if found is not None and found.state == "damaged":
+                if found is not None and found.state in ("damaged", "foreign"):
                     raise ConfigError(found.reason)
                 check_resumable(cfg, root)
                 if found is not None and found.state == "finished":

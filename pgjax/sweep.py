@@ -220,7 +220,7 @@ class Sweep:
             found = inspect(self.root / name)
             if found.state == "new":
                 continue
-            if found.state == "damaged":
+            if found.state in ("damaged", "foreign"):
                 raise ConfigError(f"group {name}: {found.reason}")
             try:
                 check_resumable(cfg, self.root / name)

@@ -156,10 +156,13 @@ def available_memory() -> int | None:
     """Bytes of the first device's memory (the host's for the CPU), or None if unknown."""
     import os
 
+    try:  # this process's own device (another host's cannot be asked)
+        stats = jax.local_devices()[0].memory_stats() or {}
+    except Exception:  # backends without memory statistics
+        stats = {}
+    if stats.get("bytes_limit"):
+        return int(stats["bytes_limit"])
     try:
-        stats = jax.devices()[0].memory_stats() or {}
-        if stats.get("bytes_limit"):
-            return int(stats["bytes_limit"])
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return None

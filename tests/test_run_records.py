@@ -367,3 +367,20 @@ def test_runs_inside_runs_and_contradicting_flags_are_refused(reference, capsys)
     err = capsys.readouterr().err
     assert "bad/config.json is damaged" in err and "left out" in err
     assert main(["plot", str(Path(cfg.out) / "bad")]) == 2
+
+
+def test_a_directory_that_is_not_a_run_is_never_replaced(tmp_path, capsys, monkeypatch):
+    """A sweep's folder (or any folder of other files) named as a run directory is refused,
+    even with --overwrite, and left as it was."""
+    import pgjax.runner
+
+    monkeypatch.setattr(pgjax.runner, "VmappedRuns", None)  # nothing may compile
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "sweep.json").write_text("{}")
+    (tmp_path / "r" / "notes.txt").write_text("mine")
+    for flags in ([], ["--overwrite"], ["--resume"]):
+        assert _train(tmp_path, *flags) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "is not a run directory" in err, err
+    assert sorted(p.name for p in (tmp_path / "r").iterdir() if p.name != ".lock") == \
+        ["notes.txt", "sweep.json"]
