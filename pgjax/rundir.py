@@ -88,6 +88,13 @@ def inspect(root) -> DirState:
             except ConfigError:
                 st = None
             if isinstance(st, dict) and st.get("status") == "finished":
+                for r in record["runs"]:
+                    d = root / "runs" / str(r.get("id"))
+                    if not (d / "metrics.csv").exists() and not (d / "status.json").exists():
+                        raise ConfigError(f"{d / 'metrics.csv'} is missing from a finished run; "
+                                          f"restore it from a copy, or pass --overwrite to "
+                                          f"train the run again (the old records are set "
+                                          f"aside in .trash)")
                 return DirState("finished", record=record)
             # the metrics decide: --resume finishes a run whose rows are all there
             return DirState("unfinished", f"{status} is damaged", record)
