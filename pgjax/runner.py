@@ -386,6 +386,10 @@ def _start(cfg: TrainConfig, trainer: Trainer, say, resuming: bool, steps=(),
     run_ids = [d.name for d in records.run_dirs] if writer else \
         [str(i) for i in range(len(runs))]
     failed = dict(records.failed) if writer else {}
+    if cfg.num_iterations * cfg.batch_size != cfg.steps and not start:
+        say(f"pgjax: --steps {cfg.steps:,} rounded up to {cfg.num_iterations * cfg.batch_size:,} "
+            f"(whole chunks of --eval-every {cfg.eval_every} updates of {cfg.batch_size:,} "
+            f"steps)")
     say(f"pgjax: {cfg.algo} on {cfg.env} | {len(runs)} runs vmapped"
         f"{f' over {place.num_devices} devices' if place.num_devices > 1 else ''} | "
         f"{cfg.num_iterations} iterations x {cfg.batch_size} steps | records: {root}")
@@ -399,7 +403,8 @@ def _progress_line(s: Session, c: int, metrics, ev, failed, seconds: float, wall
     steps = cfg.iterations_per_chunk * cfg.batch_size
     ok = [r for r in range(n) if r not in failed]
     tr = metrics["train_return"][ok]
-    tr = tr[np.isfinite(tr)].mean() if np.isfinite(tr).any() else float("nan")
+    # no training episode ended in the chunk: a dash, not a NaN
+    tr = f"{tr[np.isfinite(tr)].mean():8.1f}" if np.isfinite(tr).any() else f"{'—':>8}"
     evaluated = ""
     for mode, key in (("", "eval_return"), (" stochastic", "eval_return_stochastic")):
         if ev is not None and key in ev:
@@ -407,7 +412,7 @@ def _progress_line(s: Session, c: int, metrics, ev, failed, seconds: float, wall
             evaluated += (f" | eval return{mode} {np.mean(er):8.1f} (min {np.min(er):.1f}, "
                           f"max {np.max(er):.1f})")
     return (f"  steps {(c + 1) * steps:>10,}/{cfg.num_iterations * cfg.batch_size:,} | "
-            f"{steps * n / seconds:>9,.0f} steps/s | train return {tr:8.1f}{evaluated} | "
+            f"{steps * n / seconds:>9,.0f} steps/s | train return {tr}{evaluated} | "
             f"{wall:6.0f}s")
 
 

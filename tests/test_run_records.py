@@ -384,3 +384,22 @@ def test_a_directory_that_is_not_a_run_is_never_replaced(tmp_path, capsys, monke
         assert len(err.splitlines()) == 1 and "is not a run directory" in err, err
     assert sorted(p.name for p in (tmp_path / "r").iterdir() if p.name != ".lock") == \
         ["notes.txt", "sweep.json"]
+
+
+def test_progress_says_when_no_episode_ended_and_how_steps_were_rounded(tmp_path, capsys):
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from pgjax.runner import _progress_line
+
+    s = SimpleNamespace(cfg=TrainConfig(**{**SMALL.__dict__}), run_ids=["a", "b"])
+    line = _progress_line(s, 0, {"train_return": np.full(2, np.nan)}, None, {}, 1.0, 1.0)
+    assert "train return        —" in line and "nan" not in line
+    line = _progress_line(s, 0, {"train_return": np.array([np.nan, 20.0])}, None, {}, 1.0, 1.0)
+    assert "train return     20.0" in line
+    assert _train(tmp_path, "--steps", "1000") == 0  # quiet: nothing said
+    assert main(["train", "--env", "jax:cartpole", "--steps", "1000", "--num-envs", "4",
+                 "--rollout-len", "32", "--eval-every", "2", "--eval-envs", "2", "--out",
+                 str(tmp_path), "--name", "loud"]) == 0
+    assert "--steps 1,000 rounded up to 1,024" in capsys.readouterr().out
