@@ -97,7 +97,8 @@ class Checkpoints:
 
     def save(self, step: int, state, meta: dict) -> None:
         """Save and record the checksums of the step's files (written atomically after the
-        step is complete, so a step without its checksums is never trusted)."""
+        step is complete: a step without its checksums is only used, with a warning, where
+        no verified one is)."""
         import orbax.checkpoint as ocp
 
         with interrupts_deferred():  # Ctrl-C waits for the step and its checksums
@@ -121,6 +122,29 @@ class Checkpoints:
         out = self.manager.restore(step, args=ocp.args.Composite(
             state=ocp.args.StandardRestore(target), meta=ocp.args.JsonRestore()))
         return out.state, out.meta
+
+    def drop_after(self, step: int) -> None:
+        """Remove the steps newer than ``step`` (after a resume from it: they were damaged,
+        unverifiable or ahead of the records) and their checksums, so that the next saves
+        are not skipped as already present."""
+        newer = [p for p in self.directory.iterdir() if p.is_dir() and p.name.isdigit()
+                 and int(p.name) > step] if self.directory.is_dir() else []
+        if not newer:
+            return
+        import shutil
+
+        for p in newer:
+            shutil.rmtree(p, ignore_errors=True)
+        path = self.directory / DIGESTS
+        try:
+            digests = json.loads(path.read_text())
+            atomic_write_json(path, {k: v for k, v in digests.items()
+                                     if not (k.isdigit() and int(k) > step)})
+        except (OSError, ValueError, AttributeError):
+            pass
+        if self._manager is not None:  # re-read the steps on the next save
+            self._manager.close()
+            self._manager = None
 
     def close(self) -> None:
         if self._manager is not None:

@@ -246,10 +246,22 @@ def final_returns(df: pd.DataFrame, source: str = "eval_return") -> pd.DataFrame
     return last[["env", "group", "run", "value"]].reset_index(drop=True)
 
 
+def _warn_missing(df: pd.DataFrame, last: pd.DataFrame, source: str) -> None:
+    """Name the groups that have no value of ``source`` (e.g. runs that recorded only the
+    other evaluation policy) and are therefore left out of a table."""
+    missing = sorted(set(df["group"]) - set(last["group"]))
+    if missing:
+        print(f"pgjax plot: warning: {', '.join(missing)} recorded no {source} and "
+              f"{'is' if len(missing) == 1 else 'are'} left out of the tables; pass --returns "
+              f"with the evaluation they recorded (eval, eval_stochastic) or train",
+              file=sys.stderr)
+
+
 def final_scores(df: pd.DataFrame, source: str = "eval_return") -> dict:
     """{group: [runs, envs]} final returns (``final_returns``), min-max normalised per env
     over all runs (where every run scored the same, each is at the best any run reached: 1)."""
     last = final_returns(df, source)
+    _warn_missing(df, last, source)
     envs = sorted(last["env"].unique())
     out = {}
     for group, g in last.groupby("group"):

@@ -47,6 +47,7 @@ from pgjax.rundir import (DirState, check_records, enclosing_run,  # noqa: F401
                           inspect, is_finished, read_json, read_rows, recorded_rows,
                           run_status)
 from pgjax.files import (atomic_write_bytes, atomic_write_json,  # noqa: F401 (re-exported)
+                         interrupts_deferred,
                          remove_stale_temporaries)
 from pgjax.train import eval_keys
 
@@ -240,13 +241,13 @@ class RunRecords:
         atomic_write_json(self.run_dirs[r] / "status.json",
                           {"status": "failed", "update": update, "error": message})
 
-    def save_params(self, params, obs_stats) -> None:
-        """params / obs_stats carry a leading run axis; one file per run (failed runs keep
-        their last finite parameters)."""
+    def save_params(self, params, obs_stats, skip=()) -> None:
+        """params / obs_stats carry a leading run axis; one file per run (failed runs, and
+        the runs in ``skip`` that fail in this chunk, keep their last finite parameters)."""
         import jax
 
         for r, d in enumerate(self.run_dirs):
-            if r in self.failed:
+            if r in self.failed or r in skip:
                 continue
             tree = {"params": jax.tree.map(lambda x: np.asarray(x[r]), params),
                     "obs_stats": jax.tree.map(lambda x: np.asarray(x[r]), obs_stats)}
@@ -275,6 +276,8 @@ def claim(cfg) -> FileLock:
     out, root = Path(cfg.out), Path(cfg.out) / cfg.name
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file; pass a directory for the run directories")
+    if inspect(root).state == "foreign":  # refused before a lock file is put into it
+        raise ConfigError(inspect(root).reason)
     inside = enclosing_run(root)
     if inside is not None:
         raise ConfigError(f"{root} lies inside the run directory {inside}, whose records it "
@@ -308,10 +311,15 @@ def claim(cfg) -> FileLock:
 def set_aside(root: Path) -> Path:
     """Move every record of ``root`` (not its lock) to a new ``trash_dir``; returns it."""
     aside = trash_dir(root)
-    aside.mkdir(parents=True)
-    for entry in root.iterdir():
-        if entry.name != ".lock":
-            entry.rename(aside / entry.name)
+    try:
+        with interrupts_deferred():  # all of it moves, or (Ctrl-C) none of it starts
+            aside.mkdir(parents=True)
+            for entry in root.iterdir():
+                if entry.name != ".lock":
+                    entry.rename(aside / entry.name)
+    except OSError as e:
+        raise ConfigError(f"cannot set {root} aside into {aside} ({e.strerror}); free the "
+                          f"space or fix the permissions, or pick another --name") from None
     return aside
 
 
@@ -329,8 +337,11 @@ def trash_dir(root: Path) -> Path:
 def empty_trash(root: Path) -> None:
     """After ``root``'s new run has finished: remove the runs ``--overwrite`` set aside."""
     trash = root.parent / ".trash"
-    for old in trash.glob(f"{root.name}-*") if trash.is_dir() else ():
-        if old.name.removeprefix(root.name + "-")[:8].isdigit():
+    import re
+
+    own = re.compile(re.escape(root.name) + r"-\d{8}-\d{6}(-\d+)?")
+    for old in trash.iterdir() if trash.is_dir() else ():
+        if own.fullmatch(old.name):  # this run's, not another run's whose name starts so
             shutil.rmtree(old, ignore_errors=True)
     if trash.is_dir() and not any(trash.iterdir()):
         trash.rmdir()

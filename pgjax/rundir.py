@@ -50,7 +50,8 @@ def run_status(run_dir) -> dict | None:
     if not path.exists():
         return None
     st = read_json(path, "the run's status.json", "")
-    if not isinstance(st, dict) or st.get("status") != "failed":
+    if not isinstance(st, dict) or st.get("status") != "failed" or \
+            not isinstance(st.get("update", 0), int):
         raise ConfigError(f"{path} is damaged (not a failed run's status); delete it if the "
                           f"run did not fail (its metrics.csv then tells how far it trained)")
     return st
@@ -79,8 +80,15 @@ def inspect(root) -> DirState:
             raise ConfigError(f"{root / 'config.json'} is damaged (no config or runs entry); "
                               f"restore it from a copy, or pass --overwrite to train the run "
                               f"again (the old records are set aside in .trash)")
+        ids = [r.get("id") if isinstance(r, dict) else None for r in record["runs"]]
+        for i in ids:  # every run a dict with one safe folder name, each once
+            if not isinstance(i, str) or not i or Path(i).name != i or i in (".", "..") \
+                    or ids.count(i) > 1:
+                raise ConfigError(f"{root / 'config.json'} is damaged (run id {i!r}); restore "
+                                  f"it from a copy, or pass --overwrite to train the run again "
+                                  f"(the old records are set aside in .trash)")
         for r in record["runs"]:
-            run_status(root / "runs" / str(r.get("id")))
+            run_status(root / "runs" / r["id"])
         status = root / "status.json"
         if status.exists():
             try:
@@ -89,7 +97,7 @@ def inspect(root) -> DirState:
                 st = None
             if isinstance(st, dict) and st.get("status") == "finished":
                 for r in record["runs"]:
-                    d = root / "runs" / str(r.get("id"))
+                    d = root / "runs" / r["id"]
                     if not (d / "metrics.csv").exists() and not (d / "status.json").exists():
                         raise ConfigError(f"{d / 'metrics.csv'} is missing from a finished run; "
                                           f"restore it from a copy, or pass --overwrite to "

@@ -227,6 +227,9 @@ def check_resumable(cfg: TrainConfig, root) -> None:
                      for f in sorted(set(a) | set(b)) if a.get(f) != b.get(f)]
         else:
             diff.append(f"{k} ({a!r} recorded, {b!r} now)")
+    if any(d.startswith("anneal_steps") for d in diff):
+        diff.append(f"(the recorded schedule spans {then.anneal_iterations} updates: "
+                    f"--anneal-steps {then.anneal_iterations * then.batch_size} gives it)")
     if diff:
         raise ConfigError(f"cannot resume {root}: its config differs in {', '.join(diff)}; "
                           f"resume with the same options, or pick a new --name")
@@ -254,8 +257,8 @@ def warn(message: str) -> None:
     print(f"pgjax: warning: {message}", file=sys.stderr, flush=True)
 
 
-def _resume_plan(cfg: TrainConfig, root: Path) -> list[int]:
-    """The checkpoint steps a resume may restore, newest first, chosen from the files alone
+def _resume_plan(cfg: TrainConfig, root: Path) -> list[tuple[int, bool]]:
+    """The checkpoint steps a resume may restore (with whether each is verified), in order, chosen from the files alone
     before anything compiles: checksum-verified ones, then (with a warning) ones without a
     checksum to verify; damaged ones are named and skipped; a checkpoint is usable only if
     every run's metrics reach it (the records are cut back to it, never forward). A
@@ -293,7 +296,7 @@ def _resume_plan(cfg: TrainConfig, root: Path) -> list[int]:
         if step in steps:
             warn(f"checkpoint {step} of {root} cannot be verified ({why}); used only where no "
                  f"verified one is, and checked for non-finite values")
-    return steps
+    return [(step, step in found.good) for step in steps]
 
 
 def _complete(cfg: TrainConfig, root: Path) -> bool:
@@ -304,6 +307,30 @@ def _complete(cfg: TrainConfig, root: Path) -> bool:
     record = read_json(root / "config.json", "the run's config.json")
     return all(rows[r["id"]] == cfg.num_iterations + 1
                or run_status(root / "runs" / r["id"]) is not None for r in record["runs"])
+
+
+def _recorded_failures(root: Path) -> set:
+    """Indices of the runs whose own status.json records a failure."""
+    from pgjax.records import read_json, run_status
+
+    record = read_json(root / "config.json", "the run's config.json")
+    return {i for i, r in enumerate(record["runs"])
+            if run_status(root / "runs" / r["id"]) is not None}
+
+
+def _finite(state, failed: set) -> bool:
+    """Whether the restored parameters and statistics of every run not recorded as failed
+    are finite (a failed run's may be NaN: it kept training inside the vmap). With several
+    processes every array is not addressable here: taken as finite."""
+    if jax.process_count() > 1:
+        return True
+    for x in jax.tree.leaves((state.params, state.obs_stats)):
+        x = np.asarray(x)
+        if np.issubdtype(x.dtype, np.floating):
+            keep = [i for i in range(x.shape[0]) if i not in failed]
+            if not np.all(np.isfinite(x[keep])):
+                return False
+    return True
 
 
 class Session(NamedTuple):
@@ -349,20 +376,20 @@ def _start(cfg: TrainConfig, trainer: Trainer, say, resuming: bool, steps=(),
     # restoring does not depend on --checkpoint-every (which says how often to save)
     if cfg.checkpoint_every or (resuming and steps):
         ckpts = Checkpoints(root / "checkpoint")
-    for step in (steps if resuming else ()):
+    failed_runs = _recorded_failures(root) if resuming else set()
+    for step, verified in (steps if resuming else ()):
         try:
             restored, meta = ckpts.restore(step, state)
-            finite = all(bool(np.all(np.isfinite(np.asarray(x)))) for x in
-                         jax.tree.leaves((restored.params, restored.obs_stats))
-                         if jnp.issubdtype(x.dtype, jnp.floating))
-            if not finite:
-                raise ValueError("it restores non-finite values: its files are damaged")
+            if not verified and not _finite(restored, failed_runs):
+                raise ValueError("it restores non-finite parameters for runs that had not "
+                                 "failed: its files are damaged")
         except Exception as e:  # files that still do not restore: the next one
             why = str(e).strip().splitlines()[0][:160] if str(e).strip() else ""
             warn(f"checkpoint {step} of {root} does not restore ({type(e).__name__}"
                  f"{': ' + why if why else ''}); trying an older one")
             continue
         state = restored
+        ckpts.drop_after(step)  # newer steps were unusable; orbax would not save over them
         start, wall0 = int(meta["chunk"]), float(meta["wall_time_s"])
         state = fns.restored(state, train_keys, start)
         records = RunRecords.reopen(root, int(meta["iteration"])) if writer else None
@@ -434,6 +461,8 @@ def _record(s: Session, done: FinishedChunk, failed: dict) -> None:
     active = [r for r in range(len(s.run_ids)) if r not in failed]
     new_failures = find_failures(cfg, done.metrics, first_iter, s.run_ids, active)
     if records is not None:
+        # parameters first: rows that reach an iteration always come with its parameters
+        records.save_params(*done.saved, skip=set(new_failures))
         records.write_chunk(first_iter, cfg.batch_size, done.wall, done.metrics, done.ev,
                             {r: u for r, (u, _) in new_failures.items()})
         for r, (update, message) in new_failures.items():
@@ -442,8 +471,6 @@ def _record(s: Session, done: FinishedChunk, failed: dict) -> None:
         failed[r] = message
         s.say(f"  run failed: {message}")
     s.say(_progress_line(s, done.index, done.metrics, done.ev, failed, done.seconds, done.wall))
-    if records is not None:
-        records.save_params(*done.saved)
 
 
 def _train_chunks(s: Session, state, start: int, failed: dict) -> dict:
@@ -554,11 +581,13 @@ def run(cfg: TrainConfig, log=None, trainer: Trainer | None = None, strict: bool
                 if found is not None and found.state == "finished":
                     say(f"pgjax: {root} is already finished; nothing to resume")
                     return run_records.RunRecords.read(root)
-                if _complete(cfg, root):  # every row is there: only the finish is missing
+                if lock is not None and jax.process_count() == 1 and _complete(cfg, root):
+                    # every row is there: only the finish is missing
                     say(f"pgjax: {root} has every iteration recorded; marking it finished")
                     records = run_records.RunRecords.read(root)
                     records.finish()
                     shutil.rmtree(root / "checkpoint", ignore_errors=True)
+                    run_records.empty_trash(root)
                     return records
             steps = _resume_plan(cfg, root) if resuming else []
             if resuming and not steps and lock is not None:

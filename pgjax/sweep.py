@@ -202,7 +202,9 @@ class Sweep:
             return {"groups": {}}
         try:
             st = read_json(path, "sweep.json", "")
-            if isinstance(st, dict) and isinstance(st.get("groups"), dict):
+            if isinstance(st, dict) and isinstance(st.get("groups"), dict) and all(
+                    isinstance(v, dict) and isinstance(v.get("status"), str)
+                    for v in st["groups"].values()):
                 return st
         except ConfigError:
             pass

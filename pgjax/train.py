@@ -171,6 +171,8 @@ def available_memory() -> int | None:
 def check_memory(cfg: TrainConfig, env, policy) -> None:
     """Refuse, in one line and before anything compiles, runs that cannot fit in memory."""
     need, have = memory_needed(cfg, env, policy), available_memory()
+    if cfg.shard and not env.spec.host:  # the runs are spread over the devices
+        need //= max(1, jax.device_count())
     if have is not None and need > have:
         raise ConfigError(f"these {len(cfg.runs())} runs need at least {need / 2**30:,.1f} GB "
                           f"(parameters, optimiser state and the rollout of {cfg.num_envs} envs "

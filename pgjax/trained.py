@@ -107,6 +107,8 @@ def evaluate(path, episodes: int = 16, seed: int = 0, stochastic: bool = False,
                                                  [s["obs_stats"] for s in saved]))
         if final_keys:  # the keys of the run's last evaluation, after chunk num_chunks
             keys = eval_keys_at(eval_keys, cfg.num_chunks)
+            if stochastic:  # Trainer.evaluate's stochastic evaluation has a key of its own
+                keys = jax.vmap(jax.random.fold_in, (0, None))(keys, 1)
         else:  # per run from --seed and the run's seed; 2**20 is no chunk index
             keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.PRNGKey(seed), s))(
                 jnp.asarray([r["seed"] for r, _ in runs]))

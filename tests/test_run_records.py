@@ -403,3 +403,39 @@ def test_progress_says_when_no_episode_ended_and_how_steps_were_rounded(tmp_path
                  "--rollout-len", "32", "--eval-every", "2", "--eval-envs", "2", "--out",
                  str(tmp_path), "--name", "loud"]) == 0
     assert "--steps 1,000 rounded up to 1,024" in capsys.readouterr().out
+
+
+def test_a_run_that_failed_before_the_checkpoint_does_not_block_the_resume(tmp_path,
+                                                                          monkeypatch, capsys):
+    """A diverged run keeps training (NaN) inside the vmap, so every later checkpoint holds
+    NaN for it: the resume restores them (its failure is recorded), even when the checksums
+    are gone and the finiteness check runs; the other run continues."""
+    cfg = TrainConfig(env="gym:Pendulum-v1", num_envs=4, rollout_len=32, eval_every=2,
+                      eval_envs=1, episode_length=50, steps=4 * 32 * 2 * 4, quiet=True,
+                      out=str(tmp_path), name="nan", grid=("ppo.lr=3e-4,1e3",),
+                      checkpoint_seconds=0,
+                      ppo=PPOConfig(minibatches=4, epochs=2, max_grad_norm=1e9))
+    cut = _cut(cfg, monkeypatch, chunks=3)
+    bad = next(d for d in (cut / "runs").iterdir() if (d / "status.json").exists())
+    assert json.loads((bad / "status.json").read_text())["update"] <= 4
+    (cut / "checkpoint" / "sha256.json").unlink()
+    capsys.readouterr()
+    records = run(dataclasses.replace(cfg, resume=True), strict=False)
+    err = capsys.readouterr().err
+    assert "does not restore" not in err and "cannot be verified" in err
+    assert is_finished(records.root) and list(records.failed) == [1]
+
+
+def test_after_falling_back_to_an_older_checkpoint_new_ones_are_saved(reference,
+                                                                      monkeypatch):
+    from pgjax.checkpoint import verified_steps
+
+    cfg, full = reference
+    cut = _cut(dataclasses.replace(cfg, name="fb"), monkeypatch)
+    big = max((p for p in (cut / "checkpoint" / "3").rglob("*") if p.is_file()),
+              key=lambda p: p.stat().st_size)
+    big.write_bytes(b"\xff" * big.stat().st_size)  # step 3 damaged: the resume uses 2
+    _cut(dataclasses.replace(cfg, name="fb", resume=True), monkeypatch, chunks=1)
+    assert 3 in verified_steps(cut / "checkpoint").good  # saved again, not skipped
+    run(dataclasses.replace(cfg, name="fb", resume=True))
+    assert_same_records(full, cut)
