@@ -122,7 +122,11 @@ def load(paths, include_unfinished: bool = False) -> pd.DataFrame:
                                "run": f"{name}/{r['id']}", "seed": r["seed"],
                                "update": failure.get("update"), "error": failure.get("error")})
                 continue
-            if not (d / "metrics.csv").exists() or not check_metrics(d / "metrics.csv"):
+            try:
+                if not (d / "metrics.csv").exists() or not check_metrics(d / "metrics.csv"):
+                    continue
+            except ConfigError as e:  # one damaged file does not stop the others' tables
+                print(f"pgjax plot: note: {e}; run left out", file=sys.stderr)
                 continue
             df = with_chunks(pd.read_csv(d / "metrics.csv"), c)
             df["algo"], df["env"] = c["algo"], c["env"]

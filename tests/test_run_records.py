@@ -439,3 +439,12 @@ def test_after_falling_back_to_an_older_checkpoint_new_ones_are_saved(reference,
     assert 3 in verified_steps(cut / "checkpoint").good  # saved again, not skipped
     run(dataclasses.replace(cfg, name="fb", resume=True))
     assert_same_records(full, cut)
+
+
+def test_plot_leaves_out_a_run_whose_metrics_are_damaged(reference, capsys):
+    cfg, full = reference
+    shutil.copytree(full, Path(cfg.out) / "other")
+    (Path(cfg.out) / "other" / "runs" / "seed0" / "metrics.csv").write_text("iteration\nx\n")
+    assert main(["plot", cfg.out, "--reps", "10", "--out", str(Path(cfg.out) / "p")]) == 0
+    err = capsys.readouterr().err
+    assert "metrics.csv is damaged" in err and "run left out" in err
