@@ -68,7 +68,7 @@ def _plugin_flags(argv: list[str]) -> list[str]:
     import argparse
 
     from pgjax.algos import ALGORITHMS, BUILTIN
-    from pgjax.config import load_plugins
+    from pgjax.options import load_plugins
 
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--plugins", nargs="*", default=[])

@@ -78,6 +78,15 @@ SPO_PAPER = Preset(
            "num_envs": "mujoco/main.py:24-28", "rollout_len": "mujoco/main.py:24-28",
            "spo.minibatches": "mujoco/main.py:40-41 (minibatch 512)"})
 
+# what the FixPO authors' tianshou MuJoCo launchers share (FixPO's and its PPO baseline's):
+# 64-64 tanh networks, initial log-std -0.5, value targets over the running return std,
+# advantages from raw rewards, stochastic evaluation
+_TIANSHOU_MUJOCO = {"eval_mode": "stochastic", "gamma": 0.99, "gae_lambda": 0.95,
+                    "actor_hidden": (64, 64), "critic_hidden": (64, 64), "activation": "tanh",
+                    "init_log_std": -0.5, "policy_head_gain": 0.01, "normalize_obs": True,
+                    "obs_stats": "running", "obs_stats_steps": 0, "normalize_reward": False,
+                    "value_norm": True, "reward_scale": 1.0}
+
 FIXPO_PAPER = Preset(
     "fixpo-paper",
     "FixPO as in the paper's MuJoCo runs: 64 envs x 128 steps, minibatch 512, fixup "
@@ -85,11 +94,7 @@ FIXPO_PAPER = Preset(
     "uscresl/stabilized-rl @ e804a23: exps_tianshou.py (C_beta 3), "
     "src/mujoco_fixpo_tianshou.py, src/fixpo_tianshou.py",
     {"algo": "fixpo", "num_envs": 64, "rollout_len": 128, "steps": 10_000_000,
-     "anneal_steps": 12_288_000, "eval_mode": "stochastic", "gamma": 0.99,
-     "gae_lambda": 0.95, "actor_hidden": (64, 64), "critic_hidden": (64, 64),
-     "activation": "tanh", "init_log_std": -0.5, "policy_head_gain": 0.01,
-     "normalize_obs": True, "obs_stats": "running", "obs_stats_steps": 0,
-     "normalize_reward": False, "value_norm": True, "reward_scale": 1.0,
+     "anneal_steps": 12_288_000, **_TIANSHOU_MUJOCO,
      **_same(["fixpo"], lr=3e-4, anneal_lr=True, adam_eps=1e-8, eps_kl=0.5, c_beta=3.0,
              beta0=1.0, beta_lr=0.01, vf_coef=0.2, ent_coef=0.0, clip_vloss=True,
              vf_clip_eps=0.2, max_grad_norm=0.5,
@@ -123,11 +128,7 @@ FIXPO_PAPER_PPO = Preset(
     "initial log-std -0.5, lr 3e-4 annealed over 5,000 updates",
     "uscresl/stabilized-rl @ e804a23: src/mujoco_ppo_tianshou.py, exps_tianshou.py",
     {"algo": "ppo", "num_envs": 64, "rollout_len": 32, "steps": 10_000_000,
-     "anneal_steps": 10_240_000, "eval_mode": "stochastic", "gamma": 0.99,
-     "gae_lambda": 0.95, "actor_hidden": (64, 64), "critic_hidden": (64, 64),
-     "activation": "tanh", "init_log_std": -0.5, "policy_head_gain": 0.01,
-     "normalize_obs": True, "obs_stats": "running", "obs_stats_steps": 0,
-     "normalize_reward": False, "value_norm": True, "reward_scale": 1.0,
+     "anneal_steps": 10_240_000, **_TIANSHOU_MUJOCO,
      **_same(["ppo"], lr=3e-4, anneal_lr=True, adam_eps=1e-8, epochs=10, minibatches=32,
              norm_adv=False, clip_eps=0.2, clip_vloss=False, vf_coef=0.5, ent_coef=0.0,
              max_grad_norm=0.5, target_kl=0.0)},
