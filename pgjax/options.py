@@ -27,8 +27,9 @@ def _imported_from(path: Path) -> bool:
 
 
 def load_plugins(plugins) -> None:
-    """Import each plugin (a dotted module name or a path to a .py file) once; plugins
-    register update rules with ``pgjax.algos.register``."""
+    """Import each plugin (a dotted module name or a path to a .py file, whose folder joins
+    ``sys.path`` so it can import the files beside it) once; plugins register update rules
+    with ``pgjax.algos.register``."""
     for plugin in plugins:
         key = f"pgjax_plugin:{Path(plugin).resolve()}" if plugin.endswith(".py") else plugin
         if key in sys.modules or (plugin.endswith(".py") and _imported_from(Path(plugin))):
@@ -40,6 +41,9 @@ def load_plugins(plugins) -> None:
                     raise ImportError(f"no file {plugin}")
                 module = importlib.util.module_from_spec(spec)
                 sys.modules[key] = module
+                folder = str(Path(plugin).resolve().parent)  # a plugin imports files beside it
+                if folder not in sys.path:
+                    sys.path.insert(0, folder)
                 spec.loader.exec_module(module)
             else:
                 sys.modules[key] = importlib.import_module(plugin)

@@ -46,12 +46,14 @@ CLEANRL = Preset(
      "activation": "tanh", "init_log_std": 0.0, "policy_head_gain": 0.01,
      "normalize_obs": True, "obs_stats": "running", "obs_stats_steps": 0,
      "normalize_reward": True, "value_norm": False, "reward_scale": 1.0,
-     **_same(["ppo"], **_CLEANRL_PPO)},
+     **_same(["ppo"], **_CLEANRL_PPO, target_kl_mode="per_epoch")},
     deviations=(
         "cleanrl treats a time-limit truncation as termination; pgjax bootstraps it with "
-        "V(final observation)",
-        "target_kl (off here) is checked per minibatch in pgjax, per epoch in cleanrl"),
+        "V(final observation)",),
     lines={"steps": "cleanrl/ppo_continuous_action.py: total_timesteps = 1000000",
+           "ppo.target_kl_mode": "cleanrl/ppo_continuous_action.py: `if args.target_kl is not "
+                                 "None and approx_kl > args.target_kl: break` after each "
+                                 "epoch's minibatch loop",
            "anneal_steps": "cleanrl/ppo_continuous_action.py: frac = 1 - (iteration - 1) / "
                            "num_iterations, num_iterations = total_timesteps // batch_size"})
 

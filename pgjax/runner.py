@@ -213,8 +213,10 @@ def check_resumable(cfg: TrainConfig, root) -> None:
     # before the option existed, ``auto``) are compared by what they resolve to
     from pgjax.config import LEGACY
 
-    saved = {**LEGACY, **saved}
-    then = TrainConfig.from_record(saved)
+    then = TrainConfig.from_record({**LEGACY, **saved})
+    # the record read back as a config: an option added since reads as the recorded
+    # behaviour (its default, or its LEGACY value)
+    saved = json.loads(json.dumps(then.to_dict(), default=str))
     resolved = {"eval_mode": then.eval_modes == cfg.eval_modes,
                 "anneal_steps": then.anneal_iterations == cfg.anneal_iterations}
     diff = []

@@ -353,6 +353,8 @@ class Trainer:
                    "episodes": n_done, "train_return": per_episode(traj.episode_return),
                    "train_length": per_episode(traj.episode_length),
                    "return_scale": jnp.sqrt(prep.state.ret_stats.var)}
+        # every metric a float32 scalar (a rule may report counts as integers or bools)
+        metrics = {k: jnp.asarray(v, jnp.float32) for k, v in metrics.items()}
         new_state = prep.state.replace(params=params, algo_state=algo_state,
                                        iteration=state.iteration + 1)
         if prep.forward.carry is not None:

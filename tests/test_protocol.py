@@ -148,7 +148,7 @@ def test_bounded_std_starts_at_its_initial_value_and_stays_below_its_bound():
 
 def test_records_written_before_the_protocol_options_still_resume(tmp_path, monkeypatch):
     """A run directory whose config.json predates --eval-mode, --anneal-steps, --agent-obs
-    and --std-max resumes with the defaults (which resolve to what it did), and the resumed
+    and --std-max (and a rule's target_kl_mode) resumes with the defaults (which resolve to what it did), and the resumed
     records equal an uninterrupted run's."""
     base = dict(**TINY, steps=1024, checkpoint_seconds=0, policy="stateful", z_dim=4)
     run(TrainConfig(**base, eval_mode="deterministic", out=str(tmp_path), name="ref"))
@@ -161,6 +161,7 @@ def test_records_written_before_the_protocol_options_still_resume(tmp_path, monk
     record = json.loads(path.read_text())
     for key in ("eval_mode", "anneal_steps", "agent_obs", "std_max"):
         record["config"].pop(key)
+    record["config"]["ppo"].pop("target_kl_mode")  # a rule's option added since
     path.write_text(json.dumps(record))
     # the stateful default now records both evaluations: a different program, refused
     with pytest.raises(ConfigError, match="eval_mode"):

@@ -70,15 +70,23 @@ class AlgoConfig:
     # loop counts that must be >= 1, and those that must also divide the batch evenly
     COUNTS: ClassVar[tuple[str, ...]] = ()
     BATCH_DIVISORS: ClassVar[tuple[str, ...]] = ()
+    # string fields -> the values they may take
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {}
 
     def traced(self) -> dict[str, float]:
         return {k: float(getattr(self, k)) for k in self.TRACED}
 
     def validate(self, batch_size: int, prefix: str,
                  unit: str = "transitions (num_envs x rollout_len)") -> None:
-        """Raise ConfigError (one line, naming the flag to change) for bad loop counts."""
+        """Raise ConfigError (one line, naming the flag to change) for bad loop counts or
+        a string field outside its ``CHOICES``."""
         from pgjax.errors import ConfigError
 
+        for name, allowed in self.CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"unknown {name} '{getattr(self, name)}'; pass "
+                                  f"--{prefix}.{name.replace('_', '-')} with one of "
+                                  f"{', '.join(allowed)}")
         for name in self.COUNTS:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}; pass "

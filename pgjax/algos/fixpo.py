@@ -27,8 +27,8 @@ import jax.numpy as jnp
 import optax
 
 from pgjax.algos.common import Algorithm
-from pgjax.algos.pieces import (SGDConfig, SGDState, adam_direction, clipped_adam_step,
-                                kl_penalty, policy_terms, sgd_rule)
+from pgjax.algos.pieces import (EpochResult, SGDConfig, SGDState, adam_direction,
+                                clipped_adam_step, kl_penalty, policy_terms, sgd_rule)
 
 
 class Beta(NamedTuple):
@@ -134,13 +134,14 @@ def make_fixpo(cfg: FixPOConfig, policy) -> Algorithm:
                                    "fixup_cap_hit": (c.violations > 0).astype(jnp.float32),
                                    "kl_max_before_fixup": kl_of(params["actor"], batch).max()}
 
-    def on_epoch(params, state, batch, hp, lr, last):
+    def on_epoch(e):
         if cfg.fixup_every_epoch:
-            return fixup(params, state, batch, hp, lr)
+            return EpochResult(*fixup(e.params, e.state, e.batch, e.hp, e.lr))
         skip = {"fixup_steps": jnp.float32(0), "fixup_cap_hit": jnp.float32(0),
                 "kl_max_before_fixup": jnp.float32(0)}
-        return jax.lax.cond(last, lambda: fixup(params, state, batch, hp, lr),
-                            lambda: (params, state, skip))
+        return EpochResult(*jax.lax.cond(e.last, lambda: fixup(e.params, e.state, e.batch,
+                                                               e.hp, e.lr),
+                                         lambda: (e.params, e.state, skip)))
 
     def on_update(u):
         logs, primary = u.epoch_logs, u.grad_steps

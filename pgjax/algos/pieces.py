@@ -7,13 +7,19 @@ A rule of epochs of minibatch Adam steps on an actor-critic loss is ``sgd_rule``
     objective(t: PolicyTerms, hp, extra) -> loss  or  (loss, aux)      # to minimise
     init(hp) -> extra                                 # the rule's own state (beta, ...)
     on_minibatch(extra, aux, hp) -> extra             # after every minibatch step
-    on_epoch(params, state, batch, hp, lr, last) -> (params, state, logs)   # after every epoch
+    on_epoch(e: EpochView) -> EpochResult             # after every epoch; may stop the rest
     on_update(u: UpdateView) -> (params, state, metrics)                    # once per update
 
 ``sgd_rule`` keeps everything else: ``epochs`` x ``minibatches`` shuffled minibatches, the
 value loss and entropy bonus, the joint gradient-norm clip, linear learning-rate annealing,
-the ``target_kl`` early stop, per-minibatch metrics averaged over the steps taken, and
-``grad_steps``. PPO, SPO, PPO-KL and FixPO are built this way (``pgjax.algos.ppo``, ``spo``,
+the ``target_kl`` early stop (``target_kl_mode``), per-minibatch metrics averaged over the
+steps taken, and ``grad_steps``.
+
+An epoch hook that stops the remaining epochs, cleanrl's ``target_kl`` (the built-in
+``--ppo.target-kl-mode per_epoch`` does the same)::
+
+    def kl_stop(e):  # e.minibatch: this epoch's per-minibatch metrics, [minibatches]
+        return EpochResult(e.params, e.state, stop=e.minibatch["approx_kl"][-1] > e.hp["kl_stop"]) PPO, SPO, PPO-KL and FixPO are built this way (``pgjax.algos.ppo``, ``spo``,
 ``fixpo``); the rule's state is an ``SGDState`` (Adam state and ``extra``), so checkpoints and
 resumes carry ``extra`` with everything else.
 
@@ -64,7 +70,12 @@ class SGDConfig(AlgoConfig):
     max_grad_norm: float = 0.5
     """Global gradient-norm clip over actor and critic together (traced)."""
     target_kl: float = 0.0
-    """Stop the update once a minibatch's approx-KL exceeds this; 0 disables (traced)."""
+    """Early stop of the update on the k3 approx-KL estimate mean[(r - 1) - log r] of a
+    minibatch before its step (traced); 0 disables. When it stops: target_kl_mode."""
+    target_kl_mode: str = "per_minibatch"
+    """per_minibatch: the step of the first minibatch whose approx-KL exceeds target_kl is
+    the last one taken; per_epoch (cleanrl's): checked after every epoch, on the epoch's
+    last minibatch, and the remaining epochs are skipped."""
     epochs: int = 10
     """Passes over the batch per update."""
     minibatches: int = 32
@@ -81,6 +92,7 @@ class SGDConfig(AlgoConfig):
     TRACED = ("lr", "vf_coef", "ent_coef", "vf_clip_eps", "max_grad_norm", "target_kl")
     COUNTS = ("epochs", "minibatches")
     BATCH_DIVISORS = ("minibatches",)
+    CHOICES = {"target_kl_mode": ("per_minibatch", "per_epoch")}
 
 
 # -- loss terms ----------------------------------------------------------------------------
@@ -243,6 +255,31 @@ class StepCarry(NamedTuple):
     stopped: Any
 
 
+class EpochView(NamedTuple):
+    """What ``on_epoch`` sees after an epoch: params and state, the batch, hp, the learning
+    rate, ``last`` (traced: the final epoch) and ``minibatch``, the epoch's per-minibatch
+    metrics (the loss aux, ``grad_norm`` and ``taken``), each [minibatches]."""
+
+    params: Any
+    state: Any
+    batch: Batch
+    hp: dict
+    lr: Any
+    last: Any
+    minibatch: dict
+
+
+class EpochResult(NamedTuple):
+    """What ``on_epoch`` returns: params and state to continue from, ``logs`` (scalars,
+    stacked over epochs into ``UpdateView.epoch_logs``; the same keys every epoch) and
+    ``stop`` (traced bool): take no further step in this update."""
+
+    params: Any
+    state: Any
+    logs: dict = {}
+    stop: Any = False
+
+
 class EpochsResult(NamedTuple):
     """What ``run_epochs`` returns: params and state after the epochs, the minibatch metrics
     averaged over the steps taken, the ``on_epoch`` logs stacked over epochs, and the
@@ -263,15 +300,33 @@ def shuffled_minibatches(key, batch, num_minibatches: int):
         lambda x: jnp.take(x, perm, axis=0).reshape((num_minibatches, -1) + x.shape[1:]), batch)
 
 
+def kl_early_stop(target_kl_mode: str = "per_minibatch") -> Callable:
+    """The ``target_kl`` early stop as hooks: (per-minibatch test, epoch hook or None). A
+    test is true once hp["target_kl"] > 0 and the minibatch's approx_kl exceeds it:
+    ``per_minibatch`` after any minibatch (that step is the last), ``per_epoch`` (cleanrl's)
+    on each epoch's last minibatch, stopping the remaining epochs."""
+
+    def over(hp, kl):
+        return (hp["target_kl"] > 0) & (kl > hp["target_kl"]) if "target_kl" in hp else False
+
+    if target_kl_mode == "per_minibatch":
+        return (lambda aux, hp: over(hp, aux["approx_kl"]) if "approx_kl" in aux else False), None
+    return None, lambda e: EpochResult(e.params, e.state, stop=over(e.hp,
+                                                                    e.minibatch["approx_kl"][-1]))
+
+
 def run_epochs(loss_fn: Callable, tx, epochs: int, minibatches: int, *,
                on_minibatch: Optional[Callable] = None, on_epoch: Optional[Callable] = None,
-               parts=PARTS, grad_norm_key: str = "max_grad_norm") -> Callable:
+               parts=PARTS, grad_norm_key: str = "max_grad_norm",
+               target_kl_mode: str = "per_minibatch") -> Callable:
     """``run(params, state, batch, key, hp, lr) -> EpochsResult``: ``epochs`` passes over
     ``batch`` in ``minibatches`` shuffled minibatches, each a ``clipped_adam_step`` of
     ``loss_fn(params, mb, hp, state.extra)`` on ``parts``, then ``on_minibatch(extra, aux,
-    hp) -> extra``; after each epoch ``on_epoch(params, state, batch, hp, lr, last) ->
-    (params, state, logs)`` (``last``: traced, true after the final epoch). Once a
-    minibatch's approx_kl exceeds hp["target_kl"] (> 0) no further step is taken."""
+    hp) -> extra``; after each epoch ``on_epoch(EpochView) -> EpochResult``, whose ``stop``
+    skips every later step. The ``target_kl`` early stop (``kl_early_stop``) runs before
+    the rule's own epoch hook."""
+    mb_stop, kl_epoch = kl_early_stop(target_kl_mode)
+    hooks = [h for h in (kl_epoch, on_epoch) if h is not None]
 
     def step(c: StepCarry, mb, hp, lr):
         (_, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(c.params, mb, hp,
@@ -282,9 +337,7 @@ def run_epochs(loss_fn: Callable, tx, epochs: int, minibatches: int, *,
         take = ~c.stopped
         params, state = jax.tree.map(lambda n, o: jnp.where(take, n, o),
                                      (params, SGDState(opt, extra)), (c.params, c.state))
-        stopped = c.stopped
-        if "target_kl" in hp and "approx_kl" in aux:
-            stopped = stopped | ((hp["target_kl"] > 0) & (aux["approx_kl"] > hp["target_kl"]))
+        stopped = c.stopped | mb_stop(aux, hp) if mb_stop else c.stopped
         return StepCarry(params, state, stopped), {**aux, "grad_norm": g_norm,
                                                    "taken": take.astype(jnp.float32)}
 
@@ -293,12 +346,12 @@ def run_epochs(loss_fn: Callable, tx, epochs: int, minibatches: int, *,
             k, i = x
             c, logs = jax.lax.scan(lambda c, mb: step(c, mb, hp, lr), c,
                                    shuffled_minibatches(k, batch, minibatches))
-            logs = {"minibatch": logs}
-            if on_epoch is not None:
-                params, st, logs["epoch"] = on_epoch(c.params, c.state, batch, hp, lr,
-                                                     i == epochs - 1)
-                c = c._replace(params=params, state=st)
-            return c, logs
+            mb_logs, epoch_logs = logs, {}
+            for hook in hooks:
+                r = hook(EpochView(c.params, c.state, batch, hp, lr, i == epochs - 1, mb_logs))
+                c = StepCarry(r.params, r.state, c.stopped | r.stop)
+                epoch_logs.update(r.logs)
+            return c, {"minibatch": mb_logs, "epoch": epoch_logs}
 
         c, logs = jax.lax.scan(epoch, StepCarry(params, state, jnp.bool_(False)),
                                (jax.random.split(key, epochs), jnp.arange(epochs)))
@@ -306,7 +359,7 @@ def run_epochs(loss_fn: Callable, tx, epochs: int, minibatches: int, *,
         taken = mb_logs.pop("taken")
         n = jnp.maximum(taken.sum(), 1.0)
         metrics = {k: (v * taken).sum() / n for k, v in mb_logs.items()}
-        return EpochsResult(c.params, c.state, metrics, logs.get("epoch", {}), taken.sum())
+        return EpochsResult(c.params, c.state, metrics, logs["epoch"], taken.sum())
 
     return run
 
@@ -355,7 +408,7 @@ def sgd_rule(name: str, cfg: SGDConfig, policy, objective: Callable, *,
     tx = adam_direction(cfg.adam_eps)
     loop = run_epochs(actor_critic_loss(cfg, policy, objective), tx, cfg.epochs,
                       cfg.minibatches, on_minibatch=on_minibatch, on_epoch=on_epoch,
-                      parts=parts)
+                      parts=parts, target_kl_mode=cfg.target_kl_mode)
 
     def init_fn(params, hp):
         return SGDState({p: tx.init(params[p]) for p in parts},
@@ -377,8 +430,8 @@ def sgd_rule(name: str, cfg: SGDConfig, policy, objective: Callable, *,
     return Algorithm(name, cfg, init_fn, update)
 
 
-__all__ = ["PARTS", "TRUST_REGION", "EpochsResult", "PolicyTerms", "SGDConfig", "SGDState", "StepCarry",
+__all__ = ["PARTS", "TRUST_REGION", "EpochResult", "EpochView", "EpochsResult", "PolicyTerms", "SGDConfig", "SGDState", "StepCarry",
            "UpdateView", "actor_critic_loss", "adam_direction", "adapt_kl_coef", "annealed_lr",
-           "clipped_adam_step", "clipped_surrogate", "kl_penalty", "normalize_advantage",
+           "clipped_adam_step", "clipped_surrogate", "kl_early_stop", "kl_penalty", "normalize_advantage",
            "policy_terms", "ratio_surrogate", "run_epochs", "sgd_rule", "shuffled_minibatches",
            "surrogate_objective", "trust_region_stats", "value_loss", "weighted"]
