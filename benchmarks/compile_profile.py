@@ -37,9 +37,10 @@ def main():
     p.add_argument("--backend", default="generalized")
     p.add_argument("--num-envs", type=int, default=64)
     a = p.parse_args()
-    cfg = TrainConfig(env=a.env, backend=a.backend, num_envs=a.num_envs, rollout_len=32,
+    cfg = TrainConfig(env=a.env, num_envs=a.num_envs, rollout_len=32,
                       eval_every=4, quiet=True,
-                      ppo=PPOConfig(minibatches=32, epochs=10, anneal_lr=False))
+                      ppo=PPOConfig(minibatches=32, epochs=10, anneal_lr=False)).with_options(
+        {"brax.backend": a.backend})
     hp = cfg.base_hparams()
     key = jax.random.PRNGKey(0)
     trainer = Trainer(cfg)

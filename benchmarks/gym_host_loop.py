@@ -182,9 +182,10 @@ class HandWritten:
 # --------------------------------------------------------------------------------------------
 class Pgjax:
     def __init__(self, env_id, num_envs, rollout_len):
-        cfg = TrainConfig(env=env_id, num_envs=num_envs, rollout_len=rollout_len,
-                          normalize_reward=False, steps=10**7, quiet=True,
-                          ppo=PPOConfig(epochs=EPOCHS, minibatches=MINIBATCHES, anneal_lr=False))
+        cfg = TrainConfig(env=env_id, num_envs=num_envs, rollout_len=rollout_len, steps=10**7,
+                          quiet=True, ppo=PPOConfig(epochs=EPOCHS, minibatches=MINIBATCHES,
+                                                    anneal_lr=False)).with_options(
+            {"norm.normalize_reward": False})
         self.trainer = Trainer(cfg)
         runs = cfg.runs()
         self.hp = jax.tree.map(lambda x: x[0], stack_hparams(runs))

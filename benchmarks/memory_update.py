@@ -35,9 +35,10 @@ def _best(fn, repeats):
 
 def measure(policy: str, a, history: int) -> dict:
     cfg = TrainConfig(env=a.env, observe=a.observe, policy=policy, num_envs=a.num_envs,
-                      rollout_len=a.rollout_len, bptt_len=history if policy == "recurrent" else 0,
-                      z_dim=a.z_dim, carry_size=a.carry_size, quiet=True,
-                      ppo=PPOConfig(minibatches=a.minibatches, epochs=a.epochs))
+                      rollout_len=a.rollout_len, quiet=True,
+                      ppo=PPOConfig(minibatches=a.minibatches, epochs=a.epochs)).with_options(
+        {"recurrent": {"bptt_len": history, "carry_size": a.carry_size},
+         "stateful": {"z_dim": a.z_dim}}.get(policy, {}))
     trainer = make_trainer(cfg)
     hp = {k: v[0] for k, v in stack_hparams(cfg.runs()).items()}
     state = jax.jit(trainer.init)(jax.random.PRNGKey(0), hp)

@@ -43,9 +43,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # the larger setting of the measurement that motivated this benchmark
 SETTINGS = {
     "default": [],
-    "large": ["--backend", "positional", "--num-envs", "256", "--rollout-len", "20",
-              "--ppo.epochs", "4", "--ppo.minibatches", "32", "--actor-hidden", "256", "256",
-              "--critic-hidden", "256", "256"],
+    "large": ["--brax.backend", "positional", "--num-envs", "256", "--rollout-len", "20",
+              "--ppo.epochs", "4", "--ppo.minibatches", "32", "--net.actor-hidden", "256",
+              "256", "--net.critic-hidden", "256", "256"],
 }
 
 BARE = r'''

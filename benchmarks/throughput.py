@@ -19,12 +19,13 @@ import jax
 import jax.numpy as jnp
 
 from pgjax import TrainConfig, Trainer, make_env
+from pgjax.envs import BraxOptions
 from pgjax.algos import PPOConfig
 
 
 def raw_stepping(env_id, num_envs, length, iters, chunks, backend):
     """Random actions; the reset pool is refreshed once per ``length`` steps, as in training."""
-    env = make_env(env_id, num_envs, 1000, backend)
+    env = make_env(env_id, num_envs, 1000, BraxOptions(backend))
     spec = env.spec
 
     def sample(key):
@@ -59,8 +60,9 @@ def raw_stepping(env_id, num_envs, length, iters, chunks, backend):
 
 def ppo_training(env_id, num_envs, length, iters, chunks, backend, ppo, seeds=1):
     """PPO env steps per second (all seeds together); ``seeds`` > 1 vmaps that many runs."""
-    cfg = TrainConfig(env=env_id, backend=backend, num_envs=num_envs, rollout_len=length,
-                      eval_every=iters, steps=num_envs * length * iters * (chunks + 1), ppo=ppo)
+    cfg = TrainConfig(env=env_id, num_envs=num_envs, rollout_len=length,
+                      eval_every=iters, steps=num_envs * length * iters * (chunks + 1),
+                      ppo=ppo).with_options({"brax.backend": backend})
     trainer = Trainer(cfg)
     hp = cfg.base_hparams()
     init, chunk = trainer.init, trainer.chunk

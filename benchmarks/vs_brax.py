@@ -76,12 +76,13 @@ def pgjax_side(a) -> dict:
     t_start = time.time()
     epochs = a.num_evals - 1
     iters = max(1, a.steps // (epochs * a.num_envs * a.unroll))
-    cfg = TrainConfig(env=f"brax:{a.env}", backend=a.backend, num_envs=a.num_envs,
+    cfg = TrainConfig(env=f"brax:{a.env}", num_envs=a.num_envs,
                       rollout_len=a.unroll, eval_every=iters, eval_envs=16, seeds=a.vmap_seeds,
                       seed=a.seed, steps=epochs * iters * a.num_envs * a.unroll, quiet=True,
                       reset_pool=a.reset_pool,
-                      actor_hidden=tuple(a.hidden), critic_hidden=tuple(a.hidden),
-                      ppo=PPOConfig(minibatches=32, epochs=10, anneal_lr=False))
+                      ppo=PPOConfig(minibatches=32, epochs=10, anneal_lr=False)).with_options(
+        {"brax.backend": a.backend, "net.actor_hidden": tuple(a.hidden),
+         "net.critic_hidden": tuple(a.hidden)})
     fns = VmappedRuns(Trainer(cfg))
     runs = cfg.runs()
     keys, ekeys = run_keys(runs)

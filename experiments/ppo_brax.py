@@ -22,8 +22,9 @@ def main():
     p.add_argument("--out", default="experiments/results")
     a = p.parse_args()
     for env in a.envs:
-        cfg = TrainConfig(env=env, backend=a.backend, seeds=a.seeds, steps=a.steps, out=a.out,
-                          name=f"ppo_{env.replace(':', '-')}", resume=True)
+        cfg = TrainConfig(env=env, seeds=a.seeds, steps=a.steps, out=a.out,
+                          name=f"ppo_{env.replace(':', '-')}", resume=True).with_options(
+            {"brax.backend": a.backend})
         rec = run(cfg)
         print((rec.root / "summary.csv").read_text())
 

@@ -52,9 +52,9 @@ def main():
     rows, curves = [], {}
     for algo in a.algos:
         cfg = TrainConfig(algo=algo, env=a.env, seeds=a.seeds, steps=a.steps,
-                          num_envs=a.num_envs, rollout_len=a.rollout_len,
-                          actor_hidden=tuple(a.actor_hidden), out=a.out,
-                          name=f"{algo}_{a.env.replace(':', '-')}", resume=True)
+                          num_envs=a.num_envs, rollout_len=a.rollout_len, out=a.out,
+                          name=f"{algo}_{a.env.replace(':', '-')}", resume=True).with_options(
+            {"net.actor_hidden": tuple(a.actor_hidden)})
         rec = run(cfg)
         rows.append(diagnostics(rec.root))
         curves[algo] = pd.concat([pd.read_csv(d / "metrics.csv").iloc[1:] for d in rec.run_dirs])

@@ -30,21 +30,20 @@ $PGJAX_COMPILE_CACHE), so a rerun of the same configuration starts in seconds;
 """
 
 
-def _tyro(argv: list[str], **kw):
-    """``tyro.cli(TrainConfig, ...)`` with its parse errors turned into one line: the
-    message of tyro's error box, as a ``ConfigError``. Help and other output pass through."""
+def _tyro(cls, argv: list[str], **kw):
+    """``tyro.cli(cls, ...)`` with its parse errors turned into one line: the message of
+    tyro's error box, as a ``ConfigError``. Help and other output pass through."""
     import contextlib
     import io
 
     import tyro
 
-    from pgjax.config import TrainConfig
     from pgjax.errors import ConfigError
 
     buf = io.StringIO()
     try:
         with contextlib.redirect_stderr(buf), contextlib.redirect_stdout(buf):
-            return tyro.cli(TrainConfig, args=argv, prog="pgjax train", **kw)
+            return tyro.cli(cls, args=argv, prog="pgjax train", **kw)
     except SystemExit as e:
         if e.code in (0, None):
             sys.stdout.write(buf.getvalue())
@@ -60,84 +59,51 @@ def _tyro(argv: list[str], **kw):
             sys.stderr.write(buf.getvalue())
 
 
-def _plugin_flags(argv: list[str]) -> list[str]:
-    """(``argv`` with a plugin rule's ``--<rule>.<option> VALUE`` flags turned into
-    ``--algo-options option=VALUE`` entries, the plugin rules): the plugins named by
-    ``--plugins`` are imported first, so a plugin's options are given like a built-in
-    rule's."""
-    import argparse
+def _renamed_flags(argv: list[str]) -> None:
+    """A flag spelled as before its option moved into a component's config (``--z-dim``) is
+    refused with its new spelling."""
+    from pgjax.config import RENAMED
+    from pgjax.errors import ConfigError
 
-    from pgjax.algos import ALGORITHMS, BUILTIN
-    from pgjax.options import load_plugins
-
-    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    pre.add_argument("--plugins", nargs="*", default=[])
-    pre.add_argument("--algo-options", nargs="*", default=[])
-    known, _ = pre.parse_known_args(argv)
-    if not known.plugins:
-        return argv, []
-    load_plugins(known.plugins)
-    plugins = [r for r in ALGORITHMS if r not in BUILTIN]
-    rest, options, i = [], list(known.algo_options), 0
-    while i < len(argv):
-        arg = argv[i]
-        head, dot, tail = arg[2:].partition(".") if arg.startswith("--") else ("", "", "")
-        if dot and head in plugins:
-            name, eq, value = tail.partition("=")
-            if not eq:
-                i += 1
-                value = argv[i] if i < len(argv) else ""
-            options.append(f"{name.replace('-', '_')}={value}")
-        elif arg == "--algo-options":
-            while i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-                i += 1
-        else:
-            rest.append(arg)
-        i += 1
-    return rest + (["--algo-options", *options] if options else []), plugins
-
-
-def _print_plugin_options(rules) -> None:
-    import dataclasses
-
-    from pgjax.algos import ALGORITHMS
-
-    for rule in rules:
-        cls = ALGORITHMS[rule][0]
-        print(f"plugin rule {rule} (--algo {rule}); its options, traced ones (vmappable with "
-              f"--grid {rule}.<name>=a,b) marked *:")
-        for f in dataclasses.fields(cls):
-            mark = "*" if f.name in getattr(cls, "TRACED", ()) else " "
-            print(f"  {mark} --{rule}.{f.name.replace('_', '-')} "
-                  f"{type(getattr(cls(), f.name)).__name__.upper()} (default: "
-                  f"{getattr(cls(), f.name)})")
-        print()
+    for arg in argv:
+        if not arg.startswith("--"):
+            continue
+        name = arg[2:].split("=")[0].replace("-", "_")
+        negated = name.startswith("no_") and name[3:] in RENAMED
+        old = name[3:] if negated else name
+        if old in RENAMED:
+            head, _, tail = RENAMED[old].partition(".")
+            new = f"--{head}.{'no-' if negated else ''}{tail.replace('_', '-')}"
+            raise ConfigError(f"--{arg[2:].split('=')[0]} is spelled {new} now; pass {new}")
 
 
 def parse_train(argv: list[str]):
     """``pgjax train`` arguments -> TrainConfig; with ``--preset`` the preset (for the
     ``--env`` given) becomes the defaults, so every explicit flag overrides it."""
-    from pgjax.algos import BUILTIN
-    from pgjax.config import TrainConfig
+    import argparse
+
+    from pgjax.algos import ALGORITHMS
+    from pgjax.config import TrainConfig, config_class
     from pgjax.errors import ConfigError
 
-    argv, plugins = _plugin_flags(argv)
-    try:
-        cfg = _tyro(argv)
-    except SystemExit as e:
-        if e.code in (0, None) and plugins:  # after --help: the plugins' own options
-            _print_plugin_options(plugins)
-        raise
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--plugins", nargs="*", default=[])
+    _renamed_flags(argv)
+    cls = config_class(TrainConfig, pre.parse_known_args(argv)[0].plugins)
+    cfg = _tyro(cls, argv)
     if cfg.preset is not None:
-        cfg = _tyro(argv, default=TrainConfig(env=cfg.env).with_preset(cfg.preset))
-    for arg in argv:  # another rule's option would be silently unused: refuse it
+        cfg = _tyro(cls, argv, default=cls(env=cfg.env).with_preset(cfg.preset))
+    for arg in argv:  # an option of a component this run does not use: refuse it
         head, dot, _ = arg.lstrip("-").partition(".")
-        if arg.startswith("--") and dot and head in BUILTIN and head != cfg.rule:
-            where = (f"pass {cfg.rule}'s options as --{cfg.rule}.<name>" if cfg.rule in BUILTIN
-                     else f"pass the plugin's options with --algo-options name=value")
+        if not (arg.startswith("--") and dot) or head in cfg.used():
+            continue
+        if head in ALGORITHMS:
             raise ConfigError(f"{arg.split('=')[0]} is an option of {head}, but --algo "
-                              f"{cfg.algo} trains with {cfg.rule}; {where}, or use --algo "
-                              f"{head}")
+                              f"{cfg.algo} trains with {cfg.rule}; pass {cfg.rule}'s options "
+                              f"as --{cfg.rule}.<name>, or use --algo {head}")
+        raise ConfigError(f"{arg.split('=')[0]} is set but this run (--env {cfg.env} --policy "
+                          f"{cfg.policy} --algo {cfg.algo}) does not use --{head}.* options; "
+                          f"drop it")
     return cfg
 
 

@@ -1,10 +1,66 @@
 """Running mean/variance statistics (parallel Welford merge), observation normalisation and
-reward scaling. The statistics are a pytree that lives in the train state and checkpoint."""
+reward scaling, and their settings (``NormConfig``, ``--norm.*``). The statistics are a pytree
+that lives in the train state and checkpoint."""
 from __future__ import annotations
+
+import dataclasses
 
 import jax
 import jax.numpy as jnp
 from flax import struct
+
+from pgjax.errors import ConfigError
+
+
+@dataclasses.dataclass(frozen=True)
+class NormConfig:
+    """Observation and reward normalisation (--norm.<field>)."""
+
+    normalize_obs: bool = True
+    """Running mean/std observation normalisation (statistics kept in the train state)."""
+    obs_stats: str = "running"
+    """What an update of the observation statistics does to the networks. running: nothing,
+    so the same parameters see differently normalised inputs from then on (the reference
+    behaviour of cleanrl, Stable-Baselines3 and Brax); preserve: the layers that read the
+    observation are refitted so that the policy and value outputs stay what they were."""
+    obs_stats_steps: int = 0
+    """Update the observation statistics only during the first this many environment steps
+    of a run and keep them fixed afterwards (a converged policy then sees the same inputs
+    for the same states); 0: update them throughout training."""
+    normalize_reward: bool = True
+    """Scale rewards by the running std of the discounted return (then clip to +-10)."""
+    value_norm: bool = False
+    """Keep rewards and advantages raw and train the critic on value targets divided by a
+    running std of the lambda-returns (tianshou's rew_norm, as in FixPO's runs; HARL's
+    ValueNorm without its mean); needs --norm.no-normalize-reward."""
+    reward_scale: float = 1.0
+    """Multiply every reward by this constant first (Brax's reward_scaling)."""
+
+    def validate(self, cfg) -> None:
+        if self.obs_stats not in ("running", "preserve"):
+            raise ConfigError(f"unknown norm.obs_stats '{self.obs_stats}'; pass "
+                              f"--norm.obs-stats running or preserve")
+        if self.value_norm and self.normalize_reward:
+            raise ConfigError("--norm.value-norm scales the value targets instead of the "
+                              "rewards; pass --norm.no-normalize-reward with it")
+        if not self.reward_scale > 0:
+            raise ConfigError(f"norm.reward_scale must be > 0, got {self.reward_scale}; pass a "
+                              f"positive --norm.reward-scale")
+        if self.obs_stats_steps < 0:
+            raise ConfigError(f"norm.obs_stats_steps must be >= 0, got {self.obs_stats_steps}; "
+                              f"pass --norm.obs-stats-steps 0 to update them throughout")
+        if self.obs_stats != "preserve":
+            return
+        if cfg.scheme is not None:
+            raise ConfigError("--norm.obs-stats preserve refits single-agent networks; "
+                              "multi-agent training uses --norm.obs-stats running")
+        from pgjax.registry import POLICY_KINDS
+
+        if POLICY_KINDS.get(cfg.policy).memory and not (cfg.net.actor_hidden
+                                                         and cfg.net.critic_hidden):
+            raise ConfigError("--norm.obs-stats preserve refits the dense layer that reads the "
+                              "observation; pass --net.actor-hidden / --net.critic-hidden with "
+                              "one or more sizes")
 
 
 @struct.dataclass

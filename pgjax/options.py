@@ -12,6 +12,21 @@ from pathlib import Path
 
 from pgjax.errors import ConfigError
 
+# options that moved into a component's sub-config: old name -> new (records written before
+# read with these; files and flags that use an old name are told the new one)
+RENAMED = {"backend": "brax.backend", "vectorization": "gym.vectorization",
+           "z_dim": "stateful.z_dim", "z_std": "stateful.z_std",
+           "stateful_prev_action": "stateful.prev_action", "carry_size": "recurrent.carry_size",
+           "bptt_len": "recurrent.bptt_len", "window": "window.size",
+           "agent_order": "agents.order", "share_actor": "agents.share_actor",
+           "agent_obs": "agents.obs", **{k: f"net.{k}" for k in (
+               "actor_hidden", "critic_hidden", "activation", "init_log_std", "std_max",
+               "policy_head_gain")}, **{k: f"norm.{k}" for k in (
+                   "normalize_obs", "obs_stats", "obs_stats_steps", "normalize_reward",
+                   "value_norm", "reward_scale")}}
+# what a record written before an option existed implies for it (the behaviour of then)
+LEGACY = {"anneal_steps": None, "eval_mode": "deterministic"}
+
 INT_MAX = 2**31 - 1  # counts and seeds live in int32 inside the compiled program
 MAX_SIZE = 2**20  # a layer, state or window size beyond this is a typo, not a network
 
@@ -36,7 +51,8 @@ def load_plugins(plugins) -> None:
             continue  # one module per plugin, however it was imported first
         try:
             if plugin.endswith(".py"):
-                spec = importlib.util.spec_from_file_location(Path(plugin).stem, plugin)
+                # named by its key, so inspect (help texts) finds the module of its classes
+                spec = importlib.util.spec_from_file_location(key, plugin)
                 if spec is None or not Path(plugin).exists():
                     raise ImportError(f"no file {plugin}")
                 module = importlib.util.module_from_spec(spec)
@@ -133,3 +149,135 @@ def _check_hparam(name: str, v: float) -> None:
         raise ConfigError(f"{name} must be in [0, 1], got {v}; pass --{name.replace('_', '-')} in [0, 1]")
     if name in ("vf_coef", "ent_coef", "target_kl", "damping", "beta0") and v < 0:
         raise ConfigError(f"{name} must be >= 0, got {v}; pass a non-negative value")
+
+
+# -- options of nested configs -----------------------------------------------------------------
+def flat_options(options: dict) -> dict:
+    """``{"ppo": {"lr": 1e-3}, "steps": 10}`` -> ``{"ppo.lr": 1e-3, "steps": 10}``: a
+    sub-config's options given as a table (TOML, a record) spelled as dotted names."""
+    out = {}
+    for key, value in options.items():
+        if isinstance(value, dict):
+            out.update({f"{key}.{k}": v for k, v in value.items()})
+        else:
+            out[key] = value
+    return out
+
+
+def sub_configs(cls) -> dict[str, type]:
+    """The fields of dataclass ``cls`` that are configs of their own: name -> class."""
+    return {f.name: f.type if isinstance(f.type, type) else type(f.default)
+            for f in dataclasses.fields(cls) if dataclasses.is_dataclass(f.default)}
+
+
+def with_options(cfg, options: dict, where: str, skip=lambda head: False,
+                 renamed: dict = {}):
+    """``cfg`` (a dataclass of options and sub-configs) with fields set from ``{name:
+    value}``: ``<sub>.<field>`` sets a sub-config's field, except where ``skip(sub)`` (the
+    options of a rule not selected); values are checked against the field's type. A name in
+    ``renamed`` (old -> new) is refused with its new spelling."""
+    fields = {f.name for f in dataclasses.fields(cfg)}
+    subs = sub_configs(type(cfg))
+    plain, nested = {}, {}
+    for key, value in flat_options(options).items():
+        key = key.replace("-", "_")
+        if key in renamed:
+            raise ConfigError(f"option '{key}' in {where} is spelled '{renamed[key]}' now; "
+                              f"write {renamed[key]}")
+        head, dot, tail = key.partition(".")
+        if dot:
+            if head not in subs or tail not in {f.name for f in dataclasses.fields(subs[head])}:
+                raise ConfigError(f"unknown option '{key}' in {where}; use <config>.<field> with "
+                                  f"a field of that config (see pgjax train --help)")
+            if not skip(head):
+                nested.setdefault(head, {})[tail] = _typed(
+                    key, value, getattr(getattr(cfg, head), tail), where)
+        elif key not in fields or key in subs:
+            raise ConfigError(f"unknown option '{key}' in {where}; use a `pgjax train` "
+                              f"option (see pgjax train --help)")
+        else:
+            plain[key] = _typed(key, value, getattr(type(cfg), key, None), where)
+    cfg = dataclasses.replace(cfg, **plain)
+    for head, values in nested.items():
+        cfg = dataclasses.replace(cfg, **{head: dataclasses.replace(getattr(cfg, head),
+                                                                    **values)})
+    return cfg
+
+
+def check_finite(owner, prefix: str = "--") -> None:
+    """Every float field of ``owner`` and of its sub-configs is a finite number."""
+    for f in dataclasses.fields(owner):
+        v = getattr(owner, f.name)
+        if dataclasses.is_dataclass(v):
+            check_finite(v, f"{prefix}{f.name}.")
+        elif isinstance(v, float) and not math.isfinite(v):
+            raise ConfigError(f"{f.name} must be a finite number, got {v}; pass a finite "
+                              f"{prefix}{f.name.replace('_', '-')}")
+
+
+def parse_grid(items, base: dict, is_static) -> dict[str, list[float]]:
+    """``--grid name=v1,v2 ...`` -> {name: [v1, v2]}; ``base``: the traced hyperparameters
+    and their values, ``is_static(name)``: whether a name is an option that is not traced."""
+    grid = {}
+    for item in items:
+        key, sep, values = item.partition("=")
+        if sep and key not in base and is_static(key):
+            raise ConfigError(f"--grid {key} is a static option (it changes the compiled "
+                              f"program, so it cannot be vmapped); sweep it in a sweep "
+                              f"file's [static] table, or set one value with "
+                              f"--{key.replace('_', '-')}")
+        if not sep or key not in base:
+            raise ConfigError(f"bad --grid entry '{item}'; write name=v1,v2 with name one of "
+                              f"{', '.join(base)}")
+        if key in grid:
+            raise ConfigError(f"--grid names {key} twice; list all its values in one entry: "
+                              f"{key}=v1,v2")
+        try:
+            grid[key] = [float(v) for v in values.split(",") if v.strip()]
+        except ValueError:
+            raise ConfigError(f"bad --grid values in '{item}'; give numbers separated by "
+                              f"commas") from None
+        if not grid[key]:
+            raise ConfigError(f"--grid entry '{item}' has no values; write {key}=v1,v2")
+        repeated = sorted({v for v in grid[key] if grid[key].count(v) > 1})
+        if repeated:
+            raise ConfigError(f"--grid {key} lists {repeated[0]:g} twice, so two runs would "
+                              f"share one directory; list each value once")
+    return grid
+
+
+def check_counts(owner, names, prefix: str = "--") -> None:
+    """Each named int option of ``owner`` lies in [1, INT_MAX] (they live in int32)."""
+    for name in names:
+        v = getattr(owner, name)
+        flag = f"{prefix}{name.replace('_', '-')}"
+        if v < 1:
+            raise ConfigError(f"{name} must be >= 1, got {v}; pass a positive {flag}")
+        if v > INT_MAX:
+            raise ConfigError(f"{name} {v} is beyond {INT_MAX:,} (int32); pass a smaller {flag}")
+
+
+def config_class(base: type, plugins=()) -> type:
+    """``base`` (``TrainConfig``) with a sub-config field for every component ``plugins``
+    (imported here) register with settings of their own: a rule's (``--<rule>.*``), a policy
+    kind's or an environment family's (``--<options_key>.*``), with help from their
+    docstrings. The same components give the same class."""
+    from pgjax.algos import ALGORITHMS
+    from pgjax.registry import ENV_FAMILIES, POLICY_KINDS
+
+    load_plugins(plugins)
+    extra = {name: rule.config for name, rule in ALGORITHMS.items()}
+    for registry in (POLICY_KINDS, ENV_FAMILIES):
+        extra.update({c.options_key: c.options for _, c in registry.items() if c.options_key})
+    names = {f.name for f in dataclasses.fields(base)}
+    extra = tuple(sorted((k, v) for k, v in extra.items() if k not in names))
+    if not extra:
+        return base
+    if (base, extra) not in _EXTENDED:
+        _EXTENDED[(base, extra)] = dataclasses.make_dataclass(
+            base.__name__, [(k, v, dataclasses.field(default=v())) for k, v in extra],
+            bases=(base,), frozen=True)
+    return _EXTENDED[(base, extra)]
+
+
+_EXTENDED: dict = {}

@@ -72,6 +72,18 @@ def _display_names(roots: list[Path]) -> dict:
     return {r: str(f.relative_to(common)) for r, f in zip(roots, full)}
 
 
+def _current(config: dict) -> dict:
+    """A recorded config in this version's layout (options that moved into a component's
+    config named as now), so runs recorded before and after compare option by option; as
+    recorded where it cannot be read back (a plugin that is not importable here)."""
+    from pgjax.config import TrainConfig
+
+    try:
+        return TrainConfig.from_record(config).to_dict()
+    except (ConfigError, TypeError, ValueError):
+        return config
+
+
 def _options(config: dict) -> dict:
     """A run directory's options as flat ``name -> value``: a rule's config becomes
     ``<rule>.<field>``, a plugin's ``algo_options`` entries ``<rule>.<name>``."""
@@ -111,7 +123,7 @@ def load(paths, include_unfinished: bool = False) -> pd.DataFrame:
             unfinished.append(names[root])
         cfg = read_json(root / "config.json", "the run's config.json")
         c, name = cfg["config"], names[root]
-        configs[name] = _options(c)
+        configs[name] = _options(_current(c))
         for r in cfg["runs"]:
             d = root / "runs" / r["id"]
             group = run_group(cfg, r)

@@ -15,7 +15,7 @@ this interface:
 Stateful (S2PG) and window policies are the feedforward kind on an extended environment
 (``pgjax.envs.memory``); ``norm_mask`` marks the observation entries normalisation may touch.
 ``refold`` refits the layers that read the observation after a statistics update
-(``--obs-stats preserve``).
+(``--norm.obs-stats preserve``).
 """
 from __future__ import annotations
 
@@ -157,17 +157,18 @@ def make_actor_critic(action: ActionSpace, policy: str = "auto", actor_hidden=(6
     return ActorCritic(actor, Critic(tuple(critic_hidden), activation_fn(activation)), dist)
 
 
-def make_stateful_policy(env, cfg) -> ActorCritic:
+def make_stateful_policy(env, net, stateful) -> ActorCritic:
     """The S2PG policy on the extended MDP ``env`` (a ``StatefulEnv``): the stateful actor,
-    the product distribution over (a, z'), a critic over (o, z)."""
-    act = activation_fn(cfg.activation)
+    the product distribution over (a, z'), a critic over (o, z). ``net``: a
+    ``pgjax.kinds.NetConfig``; ``stateful``: a ``StatefulConfig``."""
+    act = activation_fn(net.activation)
     base = env.base_action
     obs_size = env.spec.obs_shape[0] - env.z_dim  # o and, with prev_action, the last action
-    actor = StatefulActor(obs_size, env.z_dim, tuple(cfg.actor_hidden), base, act,
-                          cfg.init_log_std, cfg.z_std, cfg.policy_head_gain)
+    actor = StatefulActor(obs_size, env.z_dim, tuple(net.actor_hidden), base, act,
+                          net.init_log_std, stateful.z_std, net.policy_head_gain)
     dist = StatefulDistribution(Gaussian() if base.kind == "box" else Categorical(),
                                 action_size(base))
-    return ActorCritic(actor, Critic(tuple(cfg.critic_hidden), act), dist, env.norm_mask)
+    return ActorCritic(actor, Critic(tuple(net.critic_hidden), act), dist, env.norm_mask)
 
 
 # -- recurrent (BPTT) ---------------------------------------------------------------------------
@@ -268,13 +269,15 @@ class Recurrent(NamedTuple):
         return out
 
 
-def make_recurrent_policy(action: ActionSpace, cfg) -> Recurrent:
-    act = activation_fn(cfg.activation)
-    actor = RecurrentActor(tuple(cfg.actor_hidden), cfg.carry_size, action, act,
-                           cfg.init_log_std, cfg.policy_head_gain)
+def make_recurrent_policy(action: ActionSpace, net, recurrent) -> Recurrent:
+    """The GRU policy for ``action``; ``net``: a ``NetConfig``, ``recurrent``: a
+    ``RecurrentConfig`` (``pgjax.kinds``)."""
+    act = activation_fn(net.activation)
+    actor = RecurrentActor(tuple(net.actor_hidden), recurrent.carry_size, action, act,
+                           net.init_log_std, net.policy_head_gain)
     dist = Gaussian() if action.kind == "box" else Categorical()
-    return Recurrent(actor, RecurrentCritic(tuple(cfg.critic_hidden), cfg.carry_size, act),
-                     dist, cfg.carry_size, cfg.bptt_len)
+    return Recurrent(actor, RecurrentCritic(tuple(net.critic_hidden), recurrent.carry_size, act),
+                     dist, recurrent.carry_size, recurrent.bptt_len)
 
 
 # -- per-agent policies (multi-agent) -----------------------------------------------------------
@@ -400,17 +403,19 @@ def make_agent_nets(partition: Partition, actor_hidden, critic_hidden, activatio
     return actor, Critic(tuple(critic_hidden), activation_fn(activation)), dist
 
 
-def make_joint_policy(env, cfg, central: bool) -> JointPolicy:
+def make_joint_policy(env, net, central: bool, share_actor: bool = False,
+                      full_state: bool = False) -> JointPolicy:
     """Per-agent feedforward policies for ``env`` (a ``MultiAgentEnv``, or any env as one
-    agent)."""
+    agent); ``net``: a ``pgjax.kinds.NetConfig``; ``full_state``: each actor sees the global
+    state and a one-hot agent id."""
     part = getattr(env, "partition", None)
     squeeze = part is None and env.spec.action.kind == "discrete"
     part = part or single_agent_partition(env.spec)
-    actor, critic, dist = make_agent_nets(part, cfg.actor_hidden, cfg.critic_hidden,
-                                          cfg.activation, cfg.init_log_std,
-                                          cfg.policy_head_gain, cfg.std_max)
-    return JointPolicy(actor, critic, part, dist, cfg.share_actor, central, squeeze,
-                       full_state=cfg.agent_obs == "full_state_id")
+    actor, critic, dist = make_agent_nets(part, net.actor_hidden, net.critic_hidden,
+                                          net.activation, net.init_log_std,
+                                          net.policy_head_gain, net.std_max)
+    return JointPolicy(actor, critic, part, dist, share_actor, central, squeeze,
+                       full_state=full_state)
 
 
 def frozen_entries(policy):

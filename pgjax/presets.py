@@ -42,10 +42,10 @@ CLEANRL = Preset(
     "steps for the same batch of 2048)",
     "vwxyzjn/cleanrl @ fe8d8a0: cleanrl/ppo_continuous_action.py",
     {"algo": "ppo", "num_envs": 1, "rollout_len": 2048, "steps": 1_000_000, "gamma": 0.99,
-     "gae_lambda": 0.95, "actor_hidden": (64, 64), "critic_hidden": (64, 64),
-     "activation": "tanh", "init_log_std": 0.0, "policy_head_gain": 0.01,
-     "normalize_obs": True, "obs_stats": "running", "obs_stats_steps": 0,
-     "normalize_reward": True, "value_norm": False, "reward_scale": 1.0,
+     "gae_lambda": 0.95, "net.actor_hidden": (64, 64), "net.critic_hidden": (64, 64),
+     "net.activation": "tanh", "net.init_log_std": 0.0, "net.policy_head_gain": 0.01,
+     "norm.normalize_obs": True, "norm.obs_stats": "running", "norm.obs_stats_steps": 0,
+     "norm.normalize_reward": True, "norm.value_norm": False, "norm.reward_scale": 1.0,
      **_same(["ppo"], **_CLEANRL_PPO, target_kl_mode="per_epoch")},
     deviations=(
         "cleanrl treats a time-limit truncation as termination; pgjax bootstraps it with "
@@ -64,11 +64,11 @@ SPO_PAPER = Preset(
     "MyRepositories-hub/Simple-Policy-Optimization @ 9fdeda3: mujoco/main.py, "
     "mujoco/agent.py, mujoco/trainer.py",
     {"algo": "spo", "num_envs": 8, "rollout_len": 256, "steps": 10_000_000, "gamma": 0.99,
-     "gae_lambda": 0.95, "actor_hidden": (256, 256, 128, 128, 64, 64),
-     "critic_hidden": (64, 64), "activation": "tanh", "init_log_std": 0.0,
-     "policy_head_gain": 0.01, "normalize_obs": True, "obs_stats": "running",
-     "obs_stats_steps": 0, "normalize_reward": True, "value_norm": False,
-     "reward_scale": 1.0, **_same(["ppo", "spo"], **{**_CLEANRL_PPO, "adam_eps": 1e-8, "minibatches": 4})},
+     "gae_lambda": 0.95, "net.actor_hidden": (256, 256, 128, 128, 64, 64),
+     "net.critic_hidden": (64, 64), "net.activation": "tanh", "net.init_log_std": 0.0,
+     "net.policy_head_gain": 0.01, "norm.normalize_obs": True, "norm.obs_stats": "running",
+     "norm.obs_stats_steps": 0, "norm.normalize_reward": True, "norm.value_norm": False,
+     "norm.reward_scale": 1.0, **_same(["ppo", "spo"], **{**_CLEANRL_PPO, "adam_eps": 1e-8, "minibatches": 4})},
     deviations=(
         "the paper's code treats truncation as termination; pgjax bootstraps it",
         "the paper has no held-out evaluation: its curves are the returns of the stochastic "
@@ -84,10 +84,10 @@ SPO_PAPER = Preset(
 # 64-64 tanh networks, initial log-std -0.5, value targets over the running return std,
 # advantages from raw rewards, stochastic evaluation
 _TIANSHOU_MUJOCO = {"eval_mode": "stochastic", "gamma": 0.99, "gae_lambda": 0.95,
-                    "actor_hidden": (64, 64), "critic_hidden": (64, 64), "activation": "tanh",
-                    "init_log_std": -0.5, "policy_head_gain": 0.01, "normalize_obs": True,
-                    "obs_stats": "running", "obs_stats_steps": 0, "normalize_reward": False,
-                    "value_norm": True, "reward_scale": 1.0}
+                    "net.actor_hidden": (64, 64), "net.critic_hidden": (64, 64), "net.activation": "tanh",
+                    "net.init_log_std": -0.5, "net.policy_head_gain": 0.01, "norm.normalize_obs": True,
+                    "norm.obs_stats": "running", "norm.obs_stats_steps": 0, "norm.normalize_reward": False,
+                    "norm.value_norm": True, "norm.reward_scale": 1.0}
 
 FIXPO_PAPER = Preset(
     "fixpo-paper",
@@ -151,11 +151,11 @@ FIXPO_PAPER_PPO = Preset(
            "ppo.clip_eps": "src/mujoco_ppo_tianshou.py:47",
            "ppo.vf_coef": "src/mujoco_ppo_tianshou.py:41 (0.25, no 1/2 factor)",
            "ppo.max_grad_norm": "src/mujoco_ppo_tianshou.py:46",
-           "value_norm": "src/mujoco_ppo_tianshou.py:40 (rew_norm: value targets divided by "
+           "norm.value_norm": "src/mujoco_ppo_tianshou.py:40 (rew_norm: value targets divided by "
                          "the running std of the returns, tianshou/policy/modelfree/a2c.py:98-113)",
            "ppo.norm_adv": "src/mujoco_ppo_tianshou.py:50",
            "ppo.clip_vloss": "src/mujoco_ppo_tianshou.py:49",
-           "init_log_std": "src/mujoco_ppo_tianshou.py:111",
+           "net.init_log_std": "src/mujoco_ppo_tianshou.py:111",
            "eval_mode": "tianshou pg.py:47 (deterministic_eval False)"})
 
 _S2PG_CLIP = {"hopper": 0.05, "walker2d": 0.05, "halfcheetah": 0.2, "ant": 0.2,
@@ -166,9 +166,9 @@ _S2PG_DIR = "experiments/01_Reinforcement_Learning/"
 # 32 for 10 epochs, constant learning rates, no gradient or value clipping, entropy 0
 _S2PG_COMMON = {
     "num_envs": 8, "rollout_len": 256, "steps": 5_000_000, "episode_length": 1000,
-    "gamma": 0.99, "gae_lambda": 0.95, "eval_mode": "both", "activation": "relu",
-    "normalize_obs": True, "obs_stats": "running", "obs_stats_steps": 0,
-    "normalize_reward": False, "value_norm": False, "reward_scale": 1.0,
+    "gamma": 0.99, "gae_lambda": 0.95, "eval_mode": "both", "net.activation": "relu",
+    "norm.normalize_obs": True, "norm.obs_stats": "running", "norm.obs_stats_steps": 0,
+    "norm.normalize_reward": False, "norm.value_norm": False, "norm.reward_scale": 1.0,
     **_same(["ppo"], anneal_lr=False, adam_eps=1e-8, epochs=10, minibatches=64,
             norm_adv=True, clip_vloss=False, vf_coef=0.5, ent_coef=0.0, max_grad_norm=1e10,
             target_kl=0.0)}
@@ -199,9 +199,9 @@ S2PG_PAPER = Preset(
     "robfiras/s2pg @ 605000a: experiments/01_Reinforcement_Learning/02_RS/01_POMDP/"
     "launcher.py and experiment.py, s2pg/policy/recurrent_policy.py, "
     "s2pg/algorithms/reinforcement_learning/deep_actor_critic/rs/ppo_rs.py",
-    {**_S2PG_COMMON, "algo": "ppo", "policy": "stateful", "z_dim": 128, "z_std": 0.5,
-     "init_log_std": math.log(0.5), "stateful_prev_action": True,
-     "actor_hidden": (128,), "critic_hidden": (128, 128), **_same(["ppo"], lr=5e-5)},
+    {**_S2PG_COMMON, "algo": "ppo", "policy": "stateful", "stateful.z_dim": 128, "stateful.z_std": 0.5,
+     "net.init_log_std": math.log(0.5), "stateful.prev_action": True,
+     "net.actor_hidden": (128,), "net.critic_hidden": (128, 128), **_same(["ppo"], lr=5e-5)},
     per_task={t: {"ppo.clip_eps": e} for t, e in _S2PG_CLIP.items()},
     deviations=(
         *_S2PG_DEVIATIONS,
@@ -224,8 +224,8 @@ S2PG_PAPER_MEMORYLESS = Preset(
     "shared S2PG protocol (minibatch 32, 10 epochs, constant lr, 5M steps)",
     "robfiras/s2pg @ 605000a: experiments/01_Reinforcement_Learning/04_Vanilla/01_POMDP/"
     "launcher.py and experiment.py",
-    {**_S2PG_COMMON, "algo": "ppo", "policy": "auto", "init_log_std": 0.0,
-     "actor_hidden": (128, 128), "critic_hidden": (128, 128),
+    {**_S2PG_COMMON, "algo": "ppo", "policy": "auto", "net.init_log_std": 0.0,
+     "net.actor_hidden": (128, 128), "net.critic_hidden": (128, 128),
      **_same(["ppo"], lr=1e-4, clip_eps=0.01)},
     per_task={t: {"ppo.lr": lr, "ppo.clip_eps": e}
               for t, (lr, e) in _S2PG_MEMORYLESS.items()},
@@ -236,8 +236,8 @@ S2PG_PAPER_MEMORYLESS = Preset(
            "ppo.lr": f"{_S2PG_DIR}04_Vanilla/01_POMDP/launcher.py:37,40 (lr_actor__ / "
                      f"lr_critic__ override the 3e-4 of the defaults dict)",
            "ppo.clip_eps": f"{_S2PG_DIR}04_Vanilla/01_POMDP/launcher.py:37,40",
-           "init_log_std": f"{_S2PG_DIR}04_Vanilla/01_POMDP/launcher.py:31 (std_0 1.0)",
-           "actor_hidden": f"{_S2PG_DIR}04_Vanilla/01_POMDP/experiment.py:69-78"})
+           "net.init_log_std": f"{_S2PG_DIR}04_Vanilla/01_POMDP/launcher.py:31 (std_0 1.0)",
+           "net.actor_hidden": f"{_S2PG_DIR}04_Vanilla/01_POMDP/experiment.py:69-78"})
 
 # the BPTT baseline (01_BPTT): GRU 128, truncation 5 or 32, initial std 0.5, per-body lr
 # and clip
@@ -247,13 +247,13 @@ _S2PG_BPTT = {"hopper": (5e-5, 0.1), "walker2d": (1e-4, 0.2), "halfcheetah": (5e
 S2PG_PAPER_BPTT = Preset(
     "s2pg-paper-bptt",
     "The S2PG paper's BPTT baseline as the authors ran it: a GRU policy of 128 trained by "
-    "backpropagation through time truncated at 32 steps (the paper also runs 5: --bptt-len "
+    "backpropagation through time truncated at 32 steps (the paper also runs 5: --recurrent.bptt-len "
     "5), initial std 0.5, per-body lr (5e-5 hopper and halfcheetah, else 1e-4) and clip "
     "(0.1 hopper, else 0.2), the shared S2PG protocol",
     "robfiras/s2pg @ 605000a: experiments/01_Reinforcement_Learning/01_BPTT/01_POMDP/"
     "launcher.py and experiment.py, s2pg/networks/recurrent_networks.py",
-    {**_S2PG_COMMON, "algo": "ppo", "policy": "recurrent", "carry_size": 128, "bptt_len": 32,
-     "init_log_std": math.log(0.5), "actor_hidden": (128,), "critic_hidden": (128,),
+    {**_S2PG_COMMON, "algo": "ppo", "policy": "recurrent", "recurrent.carry_size": 128, "recurrent.bptt_len": 32,
+     "net.init_log_std": math.log(0.5), "net.actor_hidden": (128,), "net.critic_hidden": (128,),
      **_same(["ppo"], lr=5e-5, clip_eps=0.2)},
     per_task={t: {"ppo.lr": lr, "ppo.clip_eps": e} for t, (lr, e) in _S2PG_BPTT.items()},
     deviations=(
@@ -266,9 +266,9 @@ S2PG_PAPER_BPTT = Preset(
     lines={**_S2PG_LINES,
            "ppo.lr": f"{_S2PG_DIR}01_BPTT/01_POMDP/launcher.py:39-47",
            "ppo.clip_eps": f"{_S2PG_DIR}01_BPTT/01_POMDP/launcher.py:39-47",
-           "bptt_len": f"{_S2PG_DIR}01_BPTT/01_POMDP/launcher.py:35 (5 and 32)",
-           "carry_size": f"{_S2PG_DIR}01_BPTT/01_POMDP/launcher.py:34",
-           "init_log_std": f"{_S2PG_DIR}01_BPTT/01_POMDP/launcher.py:30 (std_0 0.5)"})
+           "recurrent.bptt_len": f"{_S2PG_DIR}01_BPTT/01_POMDP/launcher.py:35 (5 and 32)",
+           "recurrent.carry_size": f"{_S2PG_DIR}01_BPTT/01_POMDP/launcher.py:34",
+           "net.init_log_std": f"{_S2PG_DIR}01_BPTT/01_POMDP/launcher.py:30 (std_0 0.5)"})
 
 _BRAX_TASKS = {  # from Brax's training notebook: envs, minibatch (sequences), minibatches,
     # epochs, unroll, discount, entropy, reward scale, steps
@@ -283,7 +283,7 @@ _BRAX_TASKS = {  # from Brax's training notebook: envs, minibatch (sequences), m
 def _brax_task(envs, batch, mbs, epochs, unroll, gamma, ent, scale, steps) -> dict:
     # Brax collects batch x minibatches sequences of `unroll` steps per update
     return {"num_envs": envs, "rollout_len": unroll * batch * mbs // envs, "gamma": gamma,
-            "reward_scale": scale, "steps": steps, "ppo.minibatches": mbs,
+            "norm.reward_scale": scale, "steps": steps, "ppo.minibatches": mbs,
             "ppo.epochs": epochs, "ppo.ent_coef": ent}
 
 
@@ -294,10 +294,10 @@ BRAX = Preset(
     "google/brax @ 0b96d05: brax/training/agents/ppo/train.py, networks.py, losses.py; "
     "notebooks/training.ipynb",
     {"algo": "ppo", "episode_length": 1000, "gae_lambda": 0.95, "reset_pool": "fixed",
-     "actor_hidden": (32, 32, 32, 32), "critic_hidden": (256, 256, 256, 256, 256),
-     "activation": "silu", "init_log_std": 0.0, "normalize_obs": True,
-     "obs_stats": "running", "obs_stats_steps": 0, "normalize_reward": False,
-     "value_norm": False, **_brax_task(*_BRAX_TASKS["halfcheetah"]),
+     "net.actor_hidden": (32, 32, 32, 32), "net.critic_hidden": (256, 256, 256, 256, 256),
+     "net.activation": "silu", "net.init_log_std": 0.0, "norm.normalize_obs": True,
+     "norm.obs_stats": "running", "norm.obs_stats_steps": 0, "norm.normalize_reward": False,
+     "norm.value_norm": False, **_brax_task(*_BRAX_TASKS["halfcheetah"]),
      **_same(["ppo"], lr=3e-4, anneal_lr=False, adam_eps=1e-8, norm_adv=True, clip_eps=0.3,
              clip_vloss=False, vf_coef=0.5, max_grad_norm=1e10, target_kl=0.0)},
     per_task={t: _brax_task(*v) for t, v in _BRAX_TASKS.items()},
@@ -332,12 +332,12 @@ HAPPO_PAPER = Preset(
     "tuned_configs/mamujoco/<task>/happo/config.json",
     {"algo": "happo", "num_envs": 20, "rollout_len": 200, "steps": 10_000_000,
      "episode_length": 1000, "gamma": 0.99, "gae_lambda": 0.95,
-     "actor_hidden": (128, 128, 128), "critic_hidden": (128, 128, 128), "activation": "relu",
-     "policy_head_gain": 0.01, "init_log_std": math.log(0.5 / (1 + math.exp(-1.0))),
-     "std_max": 0.5, "agent_obs": "full_state_id", "eval_mode": "deterministic",
-     "share_actor": False, "agent_order": "random", "normalize_obs": True,
-     "obs_stats": "running", "obs_stats_steps": 0, "normalize_reward": False,
-     "value_norm": True, "reward_scale": 1.0,
+     "net.actor_hidden": (128, 128, 128), "net.critic_hidden": (128, 128, 128), "net.activation": "relu",
+     "net.policy_head_gain": 0.01, "net.init_log_std": math.log(0.5 / (1 + math.exp(-1.0))),
+     "net.std_max": 0.5, "agents.obs": "full_state_id", "eval_mode": "deterministic",
+     "agents.share_actor": False, "agents.order": "random", "norm.normalize_obs": True,
+     "norm.obs_stats": "running", "norm.obs_stats_steps": 0, "norm.normalize_reward": False,
+     "norm.value_norm": True, "norm.reward_scale": 1.0,
      **_same(["ppo"], lr=5e-4, anneal_lr=False, adam_eps=1e-5, epochs=5, minibatches=1,
              norm_adv=True, clip_eps=0.2, clip_vloss=True, vf_clip_eps=0.2, vf_coef=1.0,
              ent_coef=0.01, max_grad_norm=10.0, target_kl=0.0)},
@@ -356,9 +356,9 @@ HAPPO_PAPER = Preset(
         "HARL masks truncated steps out of the advantages (harl/common/buffers/"
         "on_policy_critic_buffer_ep.py:122); pgjax bootstraps them with V(final observation)",
         "halfcheetah_6x1 has no tuned HAPPO config in HARL: it gets the defaults"),
-    lines={"agent_obs": "harl/envs/mamujoco/multiagent_mujoco/mujoco_multi.py:199-212 "
+    lines={"agents.obs": "harl/envs/mamujoco/multiagent_mujoco/mujoco_multi.py:199-212 "
                         "(obs_i = concatenate([state, agent_id_feats]))",
-           "std_max": "harl/models/base/distributions.py:83,88; harl/configs/algos_cfgs/"
+           "net.std_max": "harl/models/base/distributions.py:83,88; harl/configs/algos_cfgs/"
                       "happo.yaml:76,78 (std = sigmoid(log_std / 1) * 0.5)",
            "eval_mode": "harl/runners/on_policy_base_runner.py:531 (deterministic=True)",
            "steps": "harl/configs/algos_cfgs/happo.yaml:18 (num_env_steps 10M)",

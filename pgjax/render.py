@@ -18,11 +18,17 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from pgjax.envs import family_of
 from pgjax.errors import ConfigError
+from pgjax.registry import ENV_FAMILIES
 from pgjax.trained import TrainedPolicy, load_policy
 
 FORMATS = (".mp4", ".gif", ".html")
 MAX_FPS = 60  # Brax tasks step at 50-125 Hz: faster ones are subsampled to real time
+# the ways an environment family's episodes are drawn (``EnvFamily.renderer``): system, the
+# simulator states of a Brax System (images or Brax's html viewer); frames, the rgb frames a
+# Gymnasium environment renders
+RENDERERS = ("system", "frames")
 
 
 def _brax_sys(env):
@@ -53,7 +59,7 @@ def brax_episode(policy: TrainedPolicy, seed: int = 0, stochastic: bool = False,
     from pgjax.envs import make_env
 
     cfg = policy.cfg
-    env = make_env(cfg.env, 1, cfg.episode_length, cfg.backend, observe=cfg.observe)
+    env = make_env(cfg.env, 1, cfg.episode_length, cfg.brax, observe=cfg.observe)
     sys_, dt = _brax_sys(env)
     reset, step = jax.jit(env.reset), jax.jit(env.step)
     state, obs = reset(jax.random.PRNGKey(seed))
@@ -135,15 +141,16 @@ def render(path, out, run: str | None = None, seed: int = 0, stochastic: bool = 
     if width < 16 or height < 16:
         raise ConfigError("--width and --height must be >= 16 pixels; pass larger sizes")
     policy = load_policy(path, run)
-    family = policy.cfg.env.partition(":")[0]
-    if family not in ("brax", "gym"):
-        raise ConfigError(f"pgjax render draws brax: and gym: tasks; {policy.cfg.env} has no "
+    renderer = family_of(policy.cfg.env)[0].renderer
+    if renderer not in RENDERERS:
+        drawn = ", ".join(f"{p}:" for p, f in ENV_FAMILIES.items() if f.renderer in RENDERERS)
+        raise ConfigError(f"pgjax render draws {drawn} tasks; {policy.cfg.env} has no "
                           f"renderer (evaluate it with pgjax eval)")
-    if out.suffix == ".html" and family != "brax":
-        raise ConfigError("an .html page is Brax's viewer; for a Gymnasium task pass --out "
-                          "with .mp4 or .gif")
+    if out.suffix == ".html" and renderer != "system":
+        raise ConfigError("an .html page is Brax's viewer; for this task pass --out with .mp4 "
+                          "or .gif")
     out.parent.mkdir(parents=True, exist_ok=True)
-    if family == "brax":
+    if renderer == "system":
         sys_, dt, states, total = brax_episode(policy, seed, stochastic, max_steps)
         if out.suffix == ".html":
             from pgjax.viewer import brax_page

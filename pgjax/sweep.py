@@ -21,7 +21,7 @@ Example (``experiments/sweeps/quick.toml`` is a runnable one)::
     gamma = [0.99, 0.995]
 
     [static]                       # static options: one compiled program per combination
-    actor_hidden = [[64, 64], [256, 256]]
+    "net.actor_hidden" = [[64, 64], [256, 256]]
 
 A top-level ``preset = "NAME"`` (or a ``[static]`` list ``preset = [...]``) applies a named
 preset (``pgjax presets``) to each group first; the sweep's algorithm, then ``[config]``,
@@ -51,7 +51,7 @@ import time
 import tomllib
 from pathlib import Path
 
-from pgjax.config import TrainConfig
+from pgjax.config import TrainConfig, config_class
 from pgjax.errors import EXIT_RUNS_FAILED, ConfigError
 from pgjax.records import atomic_write_json, exact, inspect, is_finished, read_json
 
@@ -152,7 +152,7 @@ class Sweep:
         rules = {a: dataclasses.replace(TrainConfig(), algo=a).rule for a in spec["algos"]}
         _check_targets(spec, set(rules.values()))
         groups = {}
-        shared = [k for k in static if "." not in k]
+        shared = [k for k in static if not _rule_option(k)]
         # comparison-major order: for each environment and shared [static] combination, every
         # algorithm in turn, so each finished block of groups is a comparison already
         for env in spec["envs"]:
@@ -293,10 +293,19 @@ def _check_targets(spec: dict, rules: set) -> None:
     for table, options in tables:
         for key in options:
             head, dot, _ = key.partition(".")
-            if dot and head not in rules:
+            if _rule_option(key) and head not in rules:
                 raise ConfigError(f"'{key}' in {table} is an option of {head}, which no group "
                                   f"runs (algos: {', '.join(spec['algos'])}); add {head} to "
                                   f"algos or drop the key")
+
+
+def _rule_option(key: str) -> bool:
+    """Whether ``key`` is an update rule's option (``<rule>.<field>``): it applies to that
+    rule's groups only."""
+    from pgjax.algos import ALGORITHMS
+
+    head, dot, _ = key.partition(".")
+    return bool(dot) and head in ALGORITHMS
 
 
 def _group(spec: dict, root: Path, algo: str, env: str, combo: dict, grid: dict) -> TrainConfig:
@@ -304,7 +313,8 @@ def _group(spec: dict, root: Path, algo: str, env: str, combo: dict, grid: dict)
     then the rule's [grid] entries."""
     name = "_".join([algo, env.replace(":", "-")] +
                     [f"{k.split('.')[-1]}={_fmt(v)}" for k, v in combo.items()])
-    cfg = TrainConfig(env=env).with_preset(combo.pop("preset", spec.get("preset")))
+    cls = config_class(TrainConfig, tuple(spec.get("config", {}).get("plugins", ())))
+    cfg = cls(env=env).with_preset(combo.pop("preset", spec.get("preset")))
     cfg = dataclasses.replace(cfg, algo=algo, out=str(root), name=name)
     cfg = cfg.with_options({k: spec[k] for k in ("seeds", "seed") if k in spec}, "the sweep")
     cfg = cfg.with_options(spec.get("config", {}), "[config]")
@@ -312,8 +322,7 @@ def _group(spec: dict, root: Path, algo: str, env: str, combo: dict, grid: dict)
     cfg = cfg.with_options(combo, "[static]")
     entries = []
     for k, vals in grid.items():
-        head, dot, _ = k.partition(".")
-        if dot and head != cfg.rule:
+        if _rule_option(k) and k.partition(".")[0] != cfg.rule:
             continue
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
             raise ConfigError(f"[grid] '{k}' must list numbers, got {vals!r}; write "

@@ -22,6 +22,7 @@ family (Gymnasium environments step on the host through callbacks, ``pgjax.envs.
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from typing import Any, NamedTuple
 
@@ -35,13 +36,11 @@ from pgjax.algos.common import Batch
 from pgjax.algos.pieces import trust_region_stats
 from pgjax.algos.multiagent import make_combinator
 from pgjax.config import TrainConfig
-from pgjax.envs import make_env
+from pgjax.envs import family_of, make_env
 from pgjax.errors import ConfigError
-from pgjax.envs.memory import StatefulEnv, WindowEnv
 from pgjax.normalize import RunningStats, init_stats, normalize, scale_rewards, update_stats
-from pgjax.policies import (ActorCritic, Forward, frozen_entries, make_actor_critic,
-                            make_joint_policy, make_recurrent_policy, make_stateful_policy,
-                            refold)
+from pgjax.policies import ActorCritic, Forward, frozen_entries, make_joint_policy, refold
+from pgjax.registry import AGENT_SCHEMES, POLICY_KINDS
 from pgjax.rollout import RolloutCarry, Transition, rollout
 
 
@@ -94,28 +93,22 @@ class EvalCarry(NamedTuple):
 
 # -- building the parts -------------------------------------------------------------------------
 def build_env(cfg: TrainConfig, num_envs: int):
-    """The environment a policy kind trains on: the task (with ``--observe``), extended to
-    the S2PG MDP for ``stateful`` or to observation windows for ``window``."""
-    env = make_env(cfg.env, num_envs, cfg.episode_length, cfg.backend, cfg.vectorization,
-                   cfg.observe)
-    if cfg.policy == "stateful":
-        return StatefulEnv(env, cfg.z_dim, cfg.stateful_prev_action)
-    if cfg.policy == "window":
-        return WindowEnv(env, cfg.window)
-    return env
+    """The environment a policy kind trains on: the task (with ``--observe``), extended by
+    the kind where it keeps memory in the environment (S2PG's internal state, windows)."""
+    family = family_of(cfg.env)[0]
+    options = getattr(cfg, family.options_key) if family.options_key else None
+    env = make_env(cfg.env, num_envs, cfg.episode_length, options, cfg.observe)
+    kind = POLICY_KINDS.get(cfg.policy)
+    return kind.wrap_env(cfg, env) if kind.wrap_env is not None else env
 
 
 def build_policy(cfg: TrainConfig, env):
-    """The policy kind of ``cfg`` on ``env`` (built by ``build_env``)."""
+    """The policy kind of ``cfg`` on ``env`` (built by ``build_env``); per-agent policies
+    for multi-agent training."""
     if cfg.scheme is not None:
-        return make_joint_policy(env, cfg, central=cfg.scheme != "independent")
-    if cfg.policy == "recurrent":
-        return make_recurrent_policy(env.spec.action, cfg)
-    if cfg.policy == "stateful":
-        return make_stateful_policy(env, cfg)
-    return make_actor_critic(env.spec.action, "auto" if cfg.policy == "window" else cfg.policy,
-                             cfg.actor_hidden, cfg.critic_hidden, cfg.activation,
-                             cfg.init_log_std, cfg.policy_head_gain, cfg.std_max)
+        return make_joint_policy(env, cfg.net, AGENT_SCHEMES.get(cfg.scheme).central,
+                                 cfg.agents.share_actor, cfg.agents.obs == "full_state_id")
+    return POLICY_KINDS.get(cfg.policy).build(cfg, env)
 
 
 def check(cfgs) -> None:
@@ -125,15 +118,19 @@ def check(cfgs) -> None:
     envs = {}
     for cfg in cfgs:
         cfg.validate()
-        key = (cfg.env, cfg.episode_length, cfg.backend, cfg.observe, cfg.policy, cfg.z_dim,
-               cfg.stateful_prev_action, cfg.window)
+        key = json.dumps({k: v for k, v in cfg.to_dict().items()
+                          if k in ENV_KEYS or k in cfg.used()}, sort_keys=True, default=str)
         if key not in envs:
-            envs[key] = build_env(dataclasses.replace(cfg, vectorization="sync"), 1)
+            envs[key] = build_env(cfg, 1)
         policy = build_policy(cfg, envs[key])
         build_algorithm(cfg, policy)
         check_memory(cfg, envs[key], policy)
     for env in envs.values():
         env.close()
+
+
+# the options that decide the environment a policy sees (with its kind's and family's own)
+ENV_KEYS = ("env", "episode_length", "observe", "policy")
 
 
 def memory_needed(cfg: TrainConfig, env, policy) -> int:
@@ -189,7 +186,7 @@ def build_algorithm(cfg: TrainConfig, policy):
         return factory(cfg.algo_config, policy)
     return make_combinator(factory, cfg.algo_config, policy.partition, policy.actor,
                            policy.critic, policy.agent_distribution, cfg.scheme,
-                           cfg.agent_order, cfg.share_actor, tuple(config_cls.ERRORS))
+                           cfg.agents.order, cfg.agents.share_actor, tuple(config_cls.ERRORS))
 
 
 def _explained_variance(pred, target):
@@ -221,7 +218,7 @@ class Trainer:
 
     def normalizer(self, state: TrainState):
         """Raw observations -> what the networks see, with the state's frozen statistics."""
-        if not self.cfg.normalize_obs:
+        if not self.cfg.norm.normalize_obs:
             return lambda x: x
         return lambda x: normalize(state.obs_stats, x)
 
@@ -239,20 +236,20 @@ class Trainer:
         observation normalisation. Returns (state with new statistics, rewards for GAE)."""
         cfg = self.cfg
         ret_stats, ret_acc, reward = state.ret_stats, state.ret_acc, traj.reward
-        if cfg.reward_scale != 1.0:
-            reward = reward * cfg.reward_scale
-        if cfg.normalize_reward:
+        if cfg.norm.reward_scale != 1.0:
+            reward = reward * cfg.norm.reward_scale
+        if cfg.norm.normalize_reward:
             done = traj.terminated | traj.truncated
             ret_stats, ret_acc, reward = scale_rewards(ret_stats, ret_acc, reward, done,
                                                        hp["gamma"])
         obs_stats = state.obs_stats
-        if cfg.normalize_obs:
+        if cfg.norm.normalize_obs:
             obs_stats = self.update_obs_stats(state.obs_stats, traj.obs)
-            if cfg.obs_stats_steps:
+            if cfg.norm.obs_stats_steps:
                 # frozen once the steps collected before this rollout reach obs_stats_steps
                 seen = state.iteration.astype(jnp.float32) * cfg.batch_size
                 obs_stats = jax.tree.map(
-                    lambda new, old: jnp.where(seen < cfg.obs_stats_steps, new, old),
+                    lambda new, old: jnp.where(seen < cfg.norm.obs_stats_steps, new, old),
                     obs_stats, state.obs_stats)
         return state.replace(obs_stats=obs_stats, ret_stats=ret_stats, ret_acc=ret_acc), reward
 
@@ -275,7 +272,7 @@ class Trainer:
     def init(self, key, hp) -> TrainState:
         state = self.init_learner(key, hp)
         start = self.start(jax.random.split(key, 3)[1])
-        if self.cfg.normalize_obs:
+        if self.cfg.norm.normalize_obs:
             state = state.replace(obs_stats=self.update_obs_stats(state.obs_stats, start.obs))
         return state.replace(rollout=start, reset_obs=start.obs)
 
@@ -299,7 +296,7 @@ class Trainer:
         """One rollout from ``state.rollout`` (reset pool redrawn first, unless fixed):
         (carry at its end, Transition [T, N])."""
         start = state.rollout.replace(env_state=self.next_pool(state.rollout.env_state))
-        stats = state.obs_stats if self.cfg.normalize_obs else None
+        stats = state.obs_stats if self.cfg.norm.normalize_obs else None
         return rollout(self.env, self.policy, state.params["actor"], stats, start, key,
                        self.cfg.rollout_len)
 
@@ -315,12 +312,12 @@ class Trainer:
                                   traj.action, done, carry0, carry_end)
         new_state, reward = self.update_statistics(state, traj, hp)
         v = fwd.value
-        # --value-norm: the critic works in units of the return std; GAE sees raw values
-        scale = jnp.sqrt(state.ret_stats.var + 1e-8) if self.cfg.value_norm else 1.0
+        # --norm.value-norm: the critic works in units of the return std; GAE sees raw values
+        scale = jnp.sqrt(state.ret_stats.var + 1e-8) if self.cfg.norm.value_norm else 1.0
         adv, ret = gae(_like(reward, v), v * scale, fwd.next_value * scale,
                        _like(traj.terminated, v), _like(traj.truncated, v), hp["gamma"],
                        hp["gae_lambda"])
-        if self.cfg.value_norm:
+        if self.cfg.norm.value_norm:
             new_state = new_state.replace(ret_stats=update_stats(state.ret_stats, ret))
             ret = ret / scale
         rows = self.policy.layout(dict(obs=fwd.obs, action=fwd.action, log_prob=fwd.log_prob,
@@ -339,9 +336,9 @@ class Trainer:
                                                        self._algo_hp(hp), progress)
         # the trust-region diagnostics, recorded for every rule by the trainer itself
         metrics = {**metrics, **trust_region_stats(self.policy, params["actor"], prep.batch)}
-        if self.cfg.normalize_obs:
+        if self.cfg.norm.normalize_obs:
             metrics = {**metrics, **self.statistics_drift(state, prep, traj, carry0)}
-            if self.cfg.obs_stats == "preserve":
+            if self.cfg.norm.obs_stats == "preserve":
                 params = self.preserve_outputs(params, state.obs_stats, prep.state.obs_stats)
         if isinstance(self.policy, ActorCritic):
             metrics = {**metrics, **self.reset_state_drift(state, params, prep.state)}
@@ -364,7 +361,7 @@ class Trainer:
     def statistics_drift(self, state: TrainState, prep: Prepared, traj: Transition, carry0):
         """What this rollout's update of the observation statistics alone does: the KL
         between the acting policy under the old and under the new statistics on the rollout's
-        states (same parameters; ``--obs-stats preserve`` then folds it away), the mean change
+        states (same parameters; ``--norm.obs-stats preserve`` then folds it away), the mean change
         of the values, and how far the statistics themselves moved."""
         old, new = state.obs_stats, prep.state.obs_stats
         norm = lambda x: normalize(new, x)

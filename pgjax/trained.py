@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from pgjax.config import TrainConfig
+from pgjax.envs import family_of
 from pgjax.errors import ConfigError
 from pgjax.plots import bootstrap_ci, run_group
 from pgjax.records import load_params
@@ -31,6 +32,16 @@ from pgjax.rundir import is_finished, read_json, readable, run_status
 from pgjax.runner import VmappedRuns, eval_keys_at, run_keys, stack_hparams
 from pgjax.train import Trainer, build_env
 
+
+
+def in_process(cfg: TrainConfig) -> TrainConfig:
+    """``cfg`` with its environment family's settings for stepping in this process (a
+    family's options may say how, with ``in_process()``: Gymnasium's sync vector env)."""
+    family = family_of(cfg.env)[0]
+    options = getattr(cfg, family.options_key) if family.options_key else None
+    if not hasattr(options, "in_process"):
+        return cfg
+    return dataclasses.replace(cfg, **{family.options_key: options.in_process()})
 
 def _run_dir_root(path) -> tuple[Path, str | None]:
     """(run directory, run id or None) for a run directory or one of its ``runs/<id>``."""
@@ -94,7 +105,7 @@ def evaluate(path, episodes: int = 16, seed: int = 0, stochastic: bool = False,
     if episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, got {episodes}; pass a positive number")
     runs = _finished_runs(root, record, only or run)
-    cfg = dataclasses.replace(cfg, eval_envs=episodes, vectorization="sync")
+    cfg = in_process(dataclasses.replace(cfg, eval_envs=episodes))
     pairs = [(r["seed"], r["hparams"]) for r, _ in runs]
     trainer = Trainer(cfg, env=build_env(cfg, 1))
     try:
@@ -165,8 +176,7 @@ class TrainedPolicy:
         self.cfg = cfg = TrainConfig.from_record(record["config"])
         (r, d), = _finished_runs(root, record, only or run)[:1]
         self.run, self.seed, self.root = r["id"], r["seed"], root
-        trainer = Trainer(dataclasses.replace(cfg, vectorization="sync"),
-                          env=build_env(cfg, 1), eval_env=False)
+        trainer = Trainer(in_process(cfg), env=build_env(cfg, 1), eval_env=False)
         self.env, self.policy, self.normalizer = trainer.env, trainer.policy, trainer.normalizer
         target = trainer.init_learner(jax.random.PRNGKey(0), {k: float(v) for k, v in
                                                              r["hparams"].items()})

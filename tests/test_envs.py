@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pgjax.envs import ConfigError, make_env
+from pgjax.envs import BraxOptions, ConfigError, make_env
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +80,8 @@ def test_cartpole_matches_gymnasium_dynamics():
 def test_unknown_env_and_backend_errors():
     with pytest.raises(ConfigError, match="unknown Brax environment 'antt'.*brax:ant"):
         make_env("brax:antt", 2)
-    with pytest.raises(ConfigError, match="unknown Brax backend 'fast'.*--backend"):
-        make_env("brax:ant", 2, backend="fast")
+    with pytest.raises(ConfigError, match="unknown Brax backend 'fast'.*--brax.backend"):
+        make_env("brax:ant", 2, options=BraxOptions(backend="fast"))
     with pytest.raises(ConfigError, match="unknown environment id 'ant'"):
         make_env("ant", 2)
     with pytest.raises(ConfigError, match="unknown environment 'jax:acrobot'"):
@@ -91,7 +91,8 @@ def test_unknown_env_and_backend_errors():
 @pytest.mark.parametrize("backend", ["generalized", "positional", "spring",
                                      pytest.param("mjx", marks=pytest.mark.slow)])
 def test_every_brax_backend_steps(backend):
-    env = make_env("brax:inverted_pendulum", num_envs=2, episode_length=5, backend=backend)
+    env = make_env("brax:inverted_pendulum", num_envs=2, episode_length=5,
+                   options=BraxOptions(backend=backend))
     state, obs = env.reset(jax.random.PRNGKey(0))
     state, ts = jax.jit(env.step)(state, jnp.zeros((2, 1)))
     assert ts.obs.shape == (2, 4) and np.isfinite(np.asarray(ts.obs)).all()

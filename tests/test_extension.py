@@ -24,6 +24,7 @@ from pgjax.algos.pieces import sgd_rule, surrogate_objective
 @dataclasses.dataclass(frozen=True)
 class RatioPenaltyConfig(PPOConfig):
     beta: float = 2.0
+    """Weight of the quadratic ratio penalty (traced)."""
     TRACED = PPOConfig.TRACED + ("beta",)
 
 
@@ -130,14 +131,15 @@ def test_plugin_options_are_flags_like_a_builtin_rules(plugin, tmp_path, capsys,
                  "--ratio_penalty.epochs=2", "--grid", "ratio_penalty.beta=0.5,8", "--quiet",
                  "--out", str(tmp_path), "--name", "flags"]) == 0
     recorded = json.loads((tmp_path / "flags" / "config.json").read_text())
-    assert recorded["config"]["algo_options"] == ["minibatches=4", "epochs=2"]
+    rule = recorded["config"]["ratio_penalty"]
+    assert (rule["minibatches"], rule["epochs"]) == (4, 2)
     assert recorded["grid"] == {"ratio_penalty.beta": [0.5, 8.0]}
     capsys.readouterr()
     with pytest.raises(SystemExit) as e:
         main(["train", "--plugins", plugin, "--algo", "ratio_penalty", "--help"])
     assert e.value.code in (0, None)
     out = capsys.readouterr().out
-    assert "plugin rule ratio_penalty" in out and "* --ratio_penalty.beta FLOAT" in out
+    assert "--ratio-penalty.beta FLOAT" in out and "Weight of the quadratic ratio penalty" in out
     assert main(["train", "--plugins", plugin, "--algo", "ratio_penalty", "--grid",
                  "ratio_penalty.epochs=2,4"]) == 2
     assert "is a static option" in capsys.readouterr().err

@@ -12,7 +12,7 @@ from gymnasium import spaces
 
 from pgjax.algos import PPOConfig
 from pgjax.config import TrainConfig
-from pgjax.envs import ConfigError, make_env
+from pgjax.envs import ConfigError, GymOptions, make_env
 import chex
 
 from pgjax.normalize import normalize
@@ -200,7 +200,8 @@ def test_every_update_rule_trains_on_a_mujoco_env(algo, tmp_path):
 @pytest.mark.slow
 def test_async_vectorization_matches_sync(tmp_path):
     sync = _metrics(run(_small(out=str(tmp_path), name="sync")))[0]
-    asyn = _metrics(run(_small(out=str(tmp_path), name="async", vectorization="async")))[0]
+    asyn = _metrics(run(_small(out=str(tmp_path), name="async",
+                                     gym=GymOptions(vectorization="async"))))[0]
     cols = ["train_return", "eval_return", "episodes"]
     np.testing.assert_allclose(sync[cols].to_numpy(float), asyn[cols].to_numpy(float))
 

@@ -5,6 +5,7 @@ import pytest
 
 from pgjax import TrainConfig, run
 from pgjax.algos import PPOConfig
+from pgjax.kinds import RecurrentConfig, StatefulConfig
 
 
 def eval_returns(records):
@@ -105,14 +106,16 @@ def _memory_probe(tmp_path, name, **kw):
 
 @pytest.mark.slow
 def test_stateful_ppo_solves_the_memory_probe(tmp_path):
-    success = _memory_probe(tmp_path, "s2pg", policy="stateful", z_dim=4, z_std=0.3)
+    success = _memory_probe(tmp_path, "s2pg", policy="stateful",
+                            stateful=StatefulConfig(z_dim=4, z_std=0.3))
     print("stateful PPO success per seed:", success)
     assert success.mean() >= 0.95 and (success >= 0.95).sum() >= 3, success
 
 
 @pytest.mark.slow
 def test_bptt_ppo_solves_the_memory_probe(tmp_path):
-    success = _memory_probe(tmp_path, "bptt", policy="recurrent", carry_size=32)
+    success = _memory_probe(tmp_path, "bptt", policy="recurrent",
+                            recurrent=RecurrentConfig(carry_size=32))
     print("BPTT PPO success per seed:", success)
     assert success.mean() >= 0.95 and (success >= 0.95).sum() >= 3, success
 

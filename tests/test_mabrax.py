@@ -16,7 +16,7 @@ import mujoco
 import numpy as np
 import pytest
 
-from pgjax.envs import ConfigError, make_env
+from pgjax.envs import BraxOptions, ConfigError, make_env
 from pgjax.envs.brax_env import brax_environment
 from pgjax.envs.mabrax import (MABRAX, body_layout, mabrax_partition,
                                partition_table)
@@ -199,6 +199,6 @@ def test_unknown_names():
     with pytest.raises(ConfigError, match="unknown matrix game 'chicken'.*matrix:climbing"):
         make_env("matrix:chicken", 2)
     with pytest.raises(ConfigError, match="unknown Brax backend 'fast'"):
-        make_env("mabrax:hopper_3x1", 2, backend="fast")
+        make_env("mabrax:hopper_3x1", 2, options=BraxOptions(backend="fast"))
     with pytest.raises(ConfigError, match="mabrax.*matrix"):
         make_env("multi:ant_4x2", 2)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from pgjax import TrainConfig
+from pgjax.kinds import RecurrentConfig
 from pgjax.envs.core import ActionSpace, EnvSpec
 from pgjax.envs.functional import VectorEnv
 from pgjax.envs.memory import StatefulEnv, WindowEnv
@@ -98,7 +99,7 @@ def _trainer(policy, **kw):
 
 @pytest.mark.slow
 def test_recurrent_carry_restarts_and_sequences_reproduce_the_behaviour_policy():
-    trainer, hp = _trainer("recurrent", bptt_len=8, carry_size=16)
+    trainer, hp = _trainer("recurrent", recurrent=RecurrentConfig(carry_size=16, bptt_len=8))
     state = jax.jit(trainer.init)(jax.random.PRNGKey(0), hp)
     # run one rollout through the trainer's own code, capturing the update's batch
     captured = {}
@@ -160,8 +161,9 @@ def test_memory_policies_on_the_gymnasium_host_path(policy):
     """Episodes of mixed lengths (CartPole under a random policy) stepped on the host:
     z / the window restart at every episode start."""
     cfg = TrainConfig(env="gym:CartPole-v1", policy=policy, num_envs=4, rollout_len=64,
-                      steps=256, eval_every=1, quiet=True, z_dim=4, window=3,
-                      ppo=TrainConfig().ppo.__class__(minibatches=4))
+                      steps=256, eval_every=1, quiet=True,
+                      ppo=TrainConfig().ppo.__class__(minibatches=4)).with_options(
+        {"stateful.z_dim": 4} if policy == "stateful" else {"window.size": 3})
     trainer = make_trainer(cfg)
     runs = cfg.runs()
     keys, _ = run_keys(runs)
@@ -191,8 +193,9 @@ def test_memory_policies_on_the_gymnasium_host_path(policy):
 def test_recurrent_policy_with_continuous_actions_trains():
     import jax
 
-    cfg = TrainConfig(env="brax:inverted_pendulum", policy="recurrent", bptt_len=4,
-                      carry_size=8, num_envs=4, rollout_len=8, steps=64, eval_every=2,
+    cfg = TrainConfig(env="brax:inverted_pendulum", policy="recurrent",
+                      recurrent=RecurrentConfig(carry_size=8, bptt_len=4), num_envs=4,
+                      rollout_len=8, steps=64, eval_every=2,
                       eval_envs=2, episode_length=20, seeds=2, quiet=True,
                       ppo=TrainConfig().ppo.__class__(minibatches=2, epochs=2))
     trainer = make_trainer(cfg)

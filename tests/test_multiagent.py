@@ -14,7 +14,7 @@ from pgjax.algos import ALGORITHMS, Algorithm, AlgoConfig, Batch
 from pgjax.envs.core import ActionSpace, ConfigError, EnvSpec
 from pgjax.envs.multiagent import Partition, make_matrix_game, single_agent_partition
 from pgjax.algos.pieces import trust_region_stats
-from pgjax.algos.multiagent import MultiAgentBatch, agent_order, make_combinator
+from pgjax.algos.multiagent import AgentsConfig, MultiAgentBatch, agent_order, make_combinator
 from pgjax.policies import make_agent_nets
 from pgjax.policies import make_actor_critic
 from pgjax.runner import stack_hparams
@@ -234,16 +234,16 @@ def test_every_scheme_trains_on_a_matrix_game(algo, tmp_path):
 
 
 def test_multiagent_config_errors():
-    with pytest.raises(ConfigError, match="agent update"):
+    with pytest.raises(ConfigError, match="agent scheme"):
         TrainConfig(algo="ppo", agent_update="both").validate()
     with pytest.raises(ConfigError, match="means --agent-update sequential"):
         TrainConfig(algo="happo", agent_update="independent").validate()
-    with pytest.raises(ConfigError, match="agent order"):
-        TrainConfig(algo="happo", agent_order="alphabetical").validate()
-    with pytest.raises(ConfigError, match="JAX environments"):
+    with pytest.raises(ConfigError, match="agents.order"):
+        TrainConfig(algo="happo", agents=AgentsConfig(order="alphabetical")).validate()
+    with pytest.raises(ConfigError, match="stepped on the host"):
         TrainConfig(algo="happo", env="gym:CartPole-v1").validate()
     with pytest.raises(ConfigError, match="share-actor"):
-        TrainConfig(algo="ippo", share_actor=True).validate()
+        TrainConfig(algo="ippo", agents=AgentsConfig(share_actor=True)).validate()
     assert TrainConfig(algo="hatrpo").rule == "trpo"
     assert TrainConfig(algo="ppo", env="matrix:climbing").scheme == "sequential"
     assert TrainConfig(algo="ppo").scheme is None

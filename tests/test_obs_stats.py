@@ -1,7 +1,7 @@
-"""Running statistics and the networks: --obs-stats preserve (after a statistics update the
+"""Running statistics and the networks: --norm.obs-stats preserve (after a statistics update the
 refitted networks compute on the newly normalised observations exactly what the old networks
 computed on the old ones; the drift diagnostics measure what the update would otherwise do),
---obs-stats-steps (statistics frozen after N steps) and --value-norm (critic targets in
+--norm.obs-stats-steps (statistics frozen after N steps) and --norm.value-norm (critic targets in
 units of the return std, advantages raw)."""
 from __future__ import annotations
 
@@ -68,8 +68,9 @@ def test_refitted_feedforward_networks_compute_the_same_outputs(action):
 
 def test_refitted_recurrent_networks_compute_the_same_steps():
     d, h = 4, 6
-    cfg = TrainConfig(actor_hidden=(8,), critic_hidden=(8,), carry_size=h)
-    policy = make_recurrent_policy(ActionSpace("box", 2), cfg)
+    cfg = TrainConfig(policy="recurrent").with_options(
+        {"net": {"actor_hidden": (8,), "critic_hidden": (8,)}, "recurrent.carry_size": h})
+    policy = make_recurrent_policy(ActionSpace("box", 2), cfg.net, cfg.recurrent)
     params = _perturbed(policy.init(jax.random.PRNGKey(0), (d,)), jax.random.PRNGKey(1))
     old = _stats(jax.random.PRNGKey(2), d)
     new = _stats(jax.random.PRNGKey(3), d, old)
@@ -93,7 +94,8 @@ SMALL = TrainConfig(env="jax:cartpole", num_envs=8, rollout_len=16, eval_every=2
 def test_preserve_leaves_the_policy_unchanged_by_the_statistics_update(policy):
     """One iteration: the policy acting next (new parameters, new statistics) equals the
     updated policy under the statistics it was updated with, on the rollout's states."""
-    cfg = dataclasses.replace(SMALL, obs_stats="preserve", policy=policy, z_dim=3)
+    cfg = dataclasses.replace(SMALL, policy=policy).with_options(
+        {"norm.obs_stats": "preserve", **({"stateful.z_dim": 3} if policy == "stateful" else {})})
     trainer = Trainer(cfg)
     hp = cfg.base_hparams()
     state = jax.jit(trainer.init)(jax.random.PRNGKey(0), hp)
@@ -121,12 +123,12 @@ def test_preserve_leaves_the_policy_unchanged_by_the_statistics_update(policy):
 
 
 def test_obs_stats_steps_freezes_the_statistics_after_that_many_steps():
-    """Statistics move while fewer than --obs-stats-steps steps were collected before a
+    """Statistics move while fewer than --norm.obs-stats-steps steps were collected before a
     rollout, then stay bit-identical; without the option they keep moving."""
     batch = SMALL.num_envs * SMALL.rollout_len
     trajectories = {}
     for limit in (0, 2 * batch):
-        cfg = dataclasses.replace(SMALL, obs_stats_steps=limit)
+        cfg = SMALL.with_options({"norm.obs_stats_steps": limit})
         trainer = Trainer(cfg)
         hp = cfg.base_hparams()
         state = jax.jit(trainer.init)(jax.random.PRNGKey(0), hp)
@@ -150,7 +152,7 @@ def test_value_norm_keeps_advantages_raw_and_targets_in_return_std_units():
     """Scaling every reward by c (with the return statistics' variance scaled by c^2) scales
     the advantages by c and leaves the critic's targets unchanged; the statistics then
     follow the lambda-returns."""
-    cfg = dataclasses.replace(SMALL, value_norm=True, normalize_reward=False)
+    cfg = SMALL.with_options({"norm.value_norm": True, "norm.normalize_reward": False})
     trainer = Trainer(cfg)
     hp = cfg.base_hparams()
     state = jax.jit(trainer.init)(jax.random.PRNGKey(0), hp)
@@ -166,17 +168,18 @@ def test_value_norm_keeps_advantages_raw_and_targets_in_return_std_units():
     lam_ret = out[1.0].batch.ret * 2.0
     assert abs(float(out[1.0].state.ret_stats.mean) - float(lam_ret.mean())) < 1e-3
     assert float(jnp.abs(out[1.0].batch.advantage).max()) > 0
-    with pytest.raises(ConfigError, match="--no-normalize-reward"):
-        dataclasses.replace(SMALL, value_norm=True).validate()
+    with pytest.raises(ConfigError, match="--norm.no-normalize-reward"):
+        SMALL.with_options({"norm.value_norm": True}).validate()
 
 
 def test_obs_stats_errors():
-    with pytest.raises(ConfigError, match="--obs-stats-steps 0"):
-        dataclasses.replace(SMALL, obs_stats_steps=-1).validate()
-    with pytest.raises(ConfigError, match="--obs-stats running or preserve"):
-        dataclasses.replace(SMALL, obs_stats="frozen").validate()
+    with pytest.raises(ConfigError, match="--norm.obs-stats-steps 0"):
+        SMALL.with_options({"norm.obs_stats_steps": -1}).validate()
+    with pytest.raises(ConfigError, match="--norm.obs-stats running or preserve"):
+        SMALL.with_options({"norm.obs_stats": "frozen"}).validate()
     with pytest.raises(ConfigError, match="multi-agent"):
-        dataclasses.replace(SMALL, obs_stats="preserve", algo="happo").validate()
-    with pytest.raises(ConfigError, match="--actor-hidden"):
-        dataclasses.replace(SMALL, obs_stats="preserve", policy="recurrent",
-                            actor_hidden=()).validate()
+        dataclasses.replace(SMALL, algo="happo").with_options(
+            {"norm.obs_stats": "preserve"}).validate()
+    with pytest.raises(ConfigError, match="--net.actor-hidden"):
+        dataclasses.replace(SMALL, policy="recurrent").with_options(
+            {"norm.obs_stats": "preserve", "net.actor_hidden": ()}).validate()

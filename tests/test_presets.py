@@ -41,31 +41,31 @@ def test_presets_hold_the_sources_values():
         c = TrainConfig.from_preset("s2pg-paper", env=env)
         assert c.ppo.clip_eps == eps, env
     c = TrainConfig.from_preset("s2pg-paper", env="brax:hopper")
-    assert (c.z_std, math.exp(c.init_log_std), c.z_dim, c.stateful_prev_action) == \
+    assert (c.stateful.z_std, math.exp(c.net.init_log_std), c.stateful.z_dim, c.stateful.prev_action) == \
         (0.5, pytest.approx(0.5), 128, True)
     assert (c.ppo.lr, c.ppo.anneal_lr, c.batch_size // c.ppo.minibatches) == (5e-5, False, 32)
     # FixPO (uscresl/stabilized-rl): batch 8192, minibatch 512, fixup 1024, C_beta 3
     c = TrainConfig.from_preset("fixpo-paper", env="gym:Hopper-v5")
     assert (c.batch_size, c.batch_size // c.fixpo.minibatches,
             c.batch_size // c.fixpo.fixup_minibatches) == (8192, 512, 1024)
-    assert (c.fixpo.c_beta, c.fixpo.eps_kl, c.init_log_std, c.fixpo.fixup_every_epoch) == \
+    assert (c.fixpo.c_beta, c.fixpo.eps_kl, c.net.init_log_std, c.fixpo.fixup_every_epoch) == \
         (3.0, 0.5, -0.5, True)
     # SPO (its mujoco/main.py): 7-layer policy, 8 x 256 steps, 4 minibatches; the PPO
     # baseline of the same preset has the same settings
     for algo in ("spo", "ppo"):
         c = TrainConfig.from_preset("spo-paper", env="gym:Hopper-v5", algo=algo)
-        assert c.actor_hidden == (256, 256, 128, 128, 64, 64) and c.critic_hidden == (64, 64)
+        assert c.net.actor_hidden == (256, 256, 128, 128, 64, 64) and c.net.critic_hidden == (64, 64)
         assert (c.num_envs, c.rollout_len, c.algo_config.minibatches,
                 c.algo_config.epochs) == (8, 256, 4, 10)
     # Brax notebook, halfcheetah: 512 x 32 sequences of 20 steps per update, 8 epochs
     c = TrainConfig.from_preset("brax", env="brax:halfcheetah")
     assert c.batch_size == 512 * 32 * 20 and (c.ppo.epochs, c.gamma) == (8, 0.95)
     c = TrainConfig.from_preset("brax", env="brax:ant")
-    assert (c.num_envs, c.batch_size, c.reward_scale) == (4096, 2048 * 32 * 5, 10.0)
+    assert (c.num_envs, c.batch_size, c.norm.reward_scale) == (4096, 2048 * 32 * 5, 10.0)
     # HARL: defaults, and the tuned Walker2d 2x3 values; initial std sigmoid(1) * 0.5
     c = TrainConfig.from_preset("happo-paper", env="mabrax:halfcheetah_6x1")
     assert (c.ppo.lr, c.ppo.clip_eps, c.ppo.epochs, c.ppo.ent_coef) == (5e-4, 0.2, 5, 0.01)
-    assert math.exp(c.init_log_std) == pytest.approx(0.3655, abs=1e-4)
+    assert math.exp(c.net.init_log_std) == pytest.approx(0.3655, abs=1e-4)
     c = TrainConfig.from_preset("happo-paper", env="mabrax:walker2d_2x3")
     assert (c.ppo.lr, c.ppo.clip_eps, c.ppo.minibatches) == (1e-3, 0.05, 2)
 
@@ -82,12 +82,12 @@ def test_explicit_flags_override_the_preset():
     cfg = parse_train(["--preset", "s2pg-paper", "--env", "brax:hopper", "--ppo.clip-eps",
                        "0.1", "--num-envs", "4", "--observe", "positions"])
     assert (cfg.ppo.clip_eps, cfg.num_envs, cfg.observe) == (0.1, 4, "positions")
-    assert (cfg.ppo.lr, cfg.z_dim, cfg.policy, cfg.preset) == (5e-5, 128, "stateful",
+    assert (cfg.ppo.lr, cfg.stateful.z_dim, cfg.policy, cfg.preset) == (5e-5, 128, "stateful",
                                                                "s2pg-paper")
     assert parse_train(["--env", "brax:hopper"]).ppo.lr == 3e-4  # no preset: the defaults
-    cfg = TrainConfig.from_preset("fixpo-paper", env="gym:Hopper-v5", init_log_std=0.0,
-                                  **{"fixpo.c_beta": 1.0})
-    assert (cfg.init_log_std, cfg.fixpo.c_beta, cfg.fixpo.eps_kl) == (0.0, 1.0, 0.5)
+    cfg = TrainConfig.from_preset("fixpo-paper", env="gym:Hopper-v5",
+                                  **{"net.init_log_std": 0.0, "fixpo.c_beta": 1.0})
+    assert (cfg.net.init_log_std, cfg.fixpo.c_beta, cfg.fixpo.eps_kl) == (0.0, 1.0, 0.5)
 
 
 def test_sweep_presets_apply_before_the_sweeps_own_settings():

@@ -14,7 +14,8 @@ import pytest
 
 from helpers import interrupting, Interrupt
 from pgjax import presets
-from pgjax.config import TrainConfig
+from pgjax.config import RENAMED, TrainConfig
+from pgjax.kinds import StatefulConfig
 from pgjax.errors import ConfigError
 from pgjax.nets import GaussianActor
 from pgjax.runner import run
@@ -82,8 +83,8 @@ def test_stateful_runs_record_both_evaluations(tmp_path):
     """The stateful policy's default records the deterministic and the stochastic held-out
     return; the stochastic one is what its sampled policy scores, evaluated again from the
     saved parameters by ``pgjax eval --stochastic``'s code path."""
-    cfg = TrainConfig(**TINY, steps=512, evals=2, policy="stateful", z_dim=4,
-                      out=str(tmp_path), name="s")
+    cfg = TrainConfig(**TINY, steps=512, evals=2, policy="stateful",
+                      out=str(tmp_path), name="s").with_options({"stateful.z_dim": 4})
     run(cfg)
     m = _metrics(tmp_path / "s")
     ev = m[m["eval_return"].notna()]
@@ -111,12 +112,13 @@ def test_plot_tables_name_the_evaluation_they_show(tmp_path):
 
 
 def test_full_state_id_gives_every_agent_the_state_and_its_id():
-    """--agent-obs full_state_id: agent i's actor input is the whole global state followed
+    """--agents.obs full_state_id: agent i's actor input is the whole global state followed
     by the one-hot vector of i (HARL's MA-MuJoCo actors), written out by hand here."""
     from pgjax.envs import make_env
     from pgjax.train import build_policy
 
-    cfg = TrainConfig(env="mabrax:hopper_3x1", algo="happo", agent_obs="full_state_id")
+    cfg = TrainConfig(env="mabrax:hopper_3x1", algo="happo").with_options(
+        {"agents.obs": "full_state_id"})
     env = make_env(cfg.env, 1)
     policy = build_policy(cfg, env)
     s = jnp.arange(11.0)[None]
@@ -142,15 +144,17 @@ def test_bounded_std_starts_at_its_initial_value_and_stays_below_its_bound():
         std = np.exp(actor.apply(q, jnp.zeros((1, 5)))["log_std"])
         np.testing.assert_allclose(std, 0.5 / (1 + np.exp(-logit)), rtol=1e-5)
         assert (std <= 0.5).all()
-    with pytest.raises(ConfigError, match="below std_max"):
-        TrainConfig(std_max=0.5).validate()  # exp(0) = 1 is above the bound
+    with pytest.raises(ConfigError, match="below net.std_max"):
+        TrainConfig().with_options({"net.std_max": 0.5}).validate()  # exp(0) = 1 is above the bound
 
 
 def test_records_written_before_the_protocol_options_still_resume(tmp_path, monkeypatch):
-    """A run directory whose config.json predates --eval-mode, --anneal-steps, --agent-obs
-    and --std-max (and a rule's target_kl_mode) resumes with the defaults (which resolve to what it did), and the resumed
-    records equal an uninterrupted run's."""
-    base = dict(**TINY, steps=1024, checkpoint_seconds=0, policy="stateful", z_dim=4)
+    """A run directory whose config.json predates --eval-mode, --anneal-steps, --agents.obs
+    and --net.std-max (and a rule's target_kl_mode), and with the options since moved into
+    sub-configs under their old names, resumes with the defaults (which resolve to what it
+    did), and the resumed records equal an uninterrupted run's."""
+    base = dict(**TINY, steps=1024, checkpoint_seconds=0, policy="stateful",
+                stateful=StatefulConfig(z_dim=4))
     run(TrainConfig(**base, eval_mode="deterministic", out=str(tmp_path), name="ref"))
     interrupting(monkeypatch, 2)
     cfg = TrainConfig(**base, eval_mode="deterministic", out=str(tmp_path), name="old")
@@ -159,8 +163,16 @@ def test_records_written_before_the_protocol_options_still_resume(tmp_path, monk
     monkeypatch.undo()
     path = tmp_path / "old" / "config.json"
     record = json.loads(path.read_text())
-    for key in ("eval_mode", "anneal_steps", "agent_obs", "std_max"):
-        record["config"].pop(key)
+    conf = record["config"]
+    for old, new in RENAMED.items():  # the flat layout of then
+        head, _, tail = new.partition(".")
+        if isinstance(conf.get(head), dict):
+            conf[old] = conf[head][tail]
+    for head in {new.partition(".")[0] for new in RENAMED.values()}:
+        conf.pop(head, None) if isinstance(conf.get(head), dict) else None
+    assert "z_dim" in conf and "stateful" not in conf and "normalize_obs" in conf
+    for key in ("eval_mode", "anneal_steps", "std_max"):
+        conf.pop(key)
     record["config"]["ppo"].pop("target_kl_mode")  # a rule's option added since
     path.write_text(json.dumps(record))
     # the stateful default now records both evaluations: a different program, refused

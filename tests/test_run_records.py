@@ -257,7 +257,7 @@ def test_a_changed_sweep_is_refused_before_anything_trains(tmp_path, capsys):
 def test_sweep_files_of_the_wrong_form_are_one_line(tmp_path, capsys):
     bad = {"grid = 5": "'grid'", "config = 3": "'config'", "name = 5": "'name'",
            'algos = [1]\nenvs = ["jax:cartpole"]': "'algos'",
-           '[static]\nactor_hidden = [[64, [1]]]': "list of integers",
+           '[static]\n"net.actor_hidden" = [[64, [1]]]': "list of integers",
            '[static]\ngamma = [0.9, 0.9]': "both named"}
     for body, words in bad.items():
         f = tmp_path / "s.toml"
@@ -303,14 +303,14 @@ def test_two_plugins_registering_one_name_is_an_error_naming_both(tmp_path, caps
     (["--ppo.adam-eps", "-1"], "adam_eps must be > 0"),
     (["--ppo.adam-eps", "0"], "adam_eps must be > 0"),
     (["--algo", "ppo_kl", "--ppo_kl.d-targ", "-0.01"], "d_targ must be > 0"),
-    (["--backend", "spring"], "not a Brax environment"),
-    (["--vectorization", "async"], "applies to Gymnasium"),
-    (["--policy", "stateful", "--z-dim", "100000000000"], "z_dim 100,000,000,000 is beyond"),
-    (["--policy", "window", "--window", "100000000000"], "window 100,000,000,000 is beyond"),
-    (["--policy", "recurrent", "--carry-size", "100000000000"], "carry_size"),
+    (["--env", "jax:cartpole", "--brax.backend", "spring"], "does not use --brax.* options"),
+    (["--gym.vectorization", "async"], "does not use --gym.* options"),
+    (["--policy", "stateful", "--stateful.z-dim", "100000000000"], "z_dim 100,000,000,000 is beyond"),
+    (["--policy", "window", "--window.size", "100000000000"], "window.size 100,000,000,000 is beyond"),
+    (["--policy", "recurrent", "--recurrent.carry-size", "100000000000"], "carry_size"),
     (["--episode-length", "100000000000"], "(int32)"),
     (["--env", "jax:memory-100000000000"], "delay 100,000,000,000 is beyond"),
-    (["--policy", "stateful", "--z-dim", "1000000"], "GB"),
+    (["--policy", "stateful", "--stateful.z-dim", "1000000"], "GB"),
 ])
 def test_meaningless_or_oversized_options_are_one_line(tmp_path, capsys, monkeypatch, args,
                                                        words):

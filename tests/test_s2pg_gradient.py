@@ -40,13 +40,14 @@ def cue_env(num_envs: int) -> VectorEnv:
 
 def test_s2pg_gradient_matches_the_exact_gradient():
     n = 1 << 17
-    cfg = TrainConfig(env="jax:cartpole", policy="stateful", z_dim=1, z_std=0.7,
-                      actor_hidden=(8,), critic_hidden=(8,), policy_head_gain=1.0,
+    cfg = TrainConfig(env="jax:cartpole", policy="stateful",
                       num_envs=n, rollout_len=2, gamma=1.0, gae_lambda=1.0,
-                      normalize_obs=False, normalize_reward=False,
-                      ppo=PPOConfig(norm_adv=False, ent_coef=0.0, minibatches=1))
+                      ppo=PPOConfig(norm_adv=False, ent_coef=0.0, minibatches=1)).with_options(
+        {"stateful": {"z_dim": 1, "z_std": 0.7},
+         "net": {"actor_hidden": (8,), "critic_hidden": (8,), "policy_head_gain": 1.0},
+         "norm": {"normalize_obs": False, "normalize_reward": False}})
     env = StatefulEnv(cue_env(n), z_dim=1)
-    trainer = Trainer(cfg, env=env, policy=make_stateful_policy(env, cfg))
+    trainer = Trainer(cfg, env=env, policy=make_stateful_policy(env, cfg.net, cfg.stateful))
     policy = trainer.policy
     hp = {k: v[0] for k, v in stack_hparams(cfg.runs()).items()}
     state = jax.jit(trainer.init)(jax.random.PRNGKey(0), hp)

@@ -308,7 +308,7 @@ def test_groups_run_comparison_by_comparison(tmp_path):
     stopped sweep leaves whole comparisons; group names keep the file's key order."""
     path = tmp_path / "s.toml"
     path.write_text('algos = ["ppo", "trpo"]\nenvs = ["jax:cartpole", "jax:memory"]\n'
-                    '[static]\n"ppo.epochs" = [2, 4]\nactor_hidden = [[8], [16]]\n')
+                    '[static]\n"ppo.epochs" = [2, 4]\n"net.actor_hidden" = [[8], [16]]\n')
     assert list(Sweep.from_file(path).groups) == [
         "ppo_jax-cartpole_epochs=2_actor_hidden=8", "ppo_jax-cartpole_epochs=4_actor_hidden=8",
         "trpo_jax-cartpole_actor_hidden=8",

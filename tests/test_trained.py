@@ -70,8 +70,9 @@ def test_load_policy_acts_as_the_trained_state_does(tmp_path):
 def test_memory_kinds_carry_their_memory_on_the_task_observations(kind, tmp_path):
     """A stateful (S2PG) or window policy stepped by hand on the raw task, carrying its memory
     with `load_policy`, scores what the trainer's evaluation on the wrapped task scores."""
-    cfg = dataclasses.replace(SMALL, env="jax:memory-2", policy=kind, z_dim=4, window=3,
-                              out=str(tmp_path), name=kind, eval_envs=16)
+    cfg = dataclasses.replace(SMALL, env="jax:memory-2", policy=kind,
+                              out=str(tmp_path), name=kind, eval_envs=16).with_options(
+        {"stateful": {"stateful.z_dim": 4}, "window": {"window.size": 3}}.get(kind, {}))
     records = run(cfg)
     want = evaluate(records.root, final_keys=True)["return_mean"].iloc[0]
     policy = load_policy(records.root)

@@ -1,5 +1,7 @@
-"""Update rules. ``ALGORITHMS`` maps a name to (config class, factory(config, policy)); the
-pieces to build one from are in ``pgjax.algos.pieces``."""
+"""Update rules, registered in ``pgjax.registry.RULES`` (``ALGORITHMS``) by name as (config
+class, factory(config, policy)); the pieces to build one from are in ``pgjax.algos.pieces``."""
+from typing import Callable, NamedTuple
+
 from pgjax.algos.common import Algorithm, AlgoConfig, Batch
 from pgjax.algos.fixpo import FixPOConfig, make_fixpo
 from pgjax.algos import pieces
@@ -7,10 +9,18 @@ from pgjax.algos.ppo import PPOConfig, PPOKLConfig, make_ppo, make_ppo_kl
 from pgjax.algos.spo import SPOConfig, make_spo
 from pgjax.algos.trpo import TRPOConfig, make_trpo
 
-ALGORITHMS = {"ppo": (PPOConfig, make_ppo), "trpo": (TRPOConfig, make_trpo),
-              "spo": (SPOConfig, make_spo), "fixpo": (FixPOConfig, make_fixpo),
-              "ppo_kl": (PPOKLConfig, make_ppo_kl)}
-BUILTIN = tuple(ALGORITHMS)  # the built-in rules (configured by --<rule>.* options)
+from pgjax.registry import RULES, source_file
+
+
+class Rule(NamedTuple):
+    """A registered update rule: its config class and ``factory(config, policy) ->
+    Algorithm``."""
+
+    config: type
+    factory: Callable
+
+
+ALGORITHMS = RULES  # name -> Rule (config class, factory)
 
 
 def register(name: str, config_cls, factory, *, replace: bool = False) -> None:
@@ -18,8 +28,8 @@ def register(name: str, config_cls, factory, *, replace: bool = False) -> None:
 
     ``config_cls``: a frozen dataclass subclassing ``AlgoConfig``. Fields named in its
     ``TRACED`` become traced hyperparameters (vmappable: ``--grid <name>.<field>=a,b``);
-    ``COUNTS`` / ``BATCH_DIVISORS`` are checked before compiling; a metric named in
-    ``ERRORS`` that an update reports > 0 stops that run with the message.
+    ``COUNTS`` / ``BATCH_DIVISORS`` / ``CHOICES`` are checked before compiling; a metric
+    named in ``ERRORS`` that an update reports > 0 stops that run with the message.
     ``factory(config, policy) -> Algorithm(name, config, init, update)``: see ``Algorithm``;
     most rules are ``pieces.sgd_rule(name, config, policy, objective, ...)``.
     From the command line: ``pgjax train --plugins my_rule.py --algo <name>
@@ -34,36 +44,16 @@ def register(name: str, config_cls, factory, *, replace: bool = False) -> None:
         raise TypeError(f"factory for '{name}' must be callable: factory(config, policy)")
     if name in BUILTIN and not replace:
         raise ValueError(f"'{name}' is a built-in update rule; pick another name")
-    if name in ALGORITHMS and not replace:
-        old, new = _origin(ALGORITHMS[name][1]), _origin(factory)
-        if not _same_source(old, new):  # a re-import, or a copy of the same file: one rule
-            raise ValueError(f"update rule '{name}' is registered twice: by {old} and by "
-                             f"{new}; rename one of them (or pass replace=True)")
-    ALGORITHMS[name] = (config_cls, factory)
+    RULES.register(name, Rule(config_cls, factory), replace=replace, origin=source_file(factory))
 
 
-def _same_source(a: str, b: str) -> bool:
-    """Whether two registrations come from the same file, or from files with one text."""
-    from pathlib import Path
-
-    if a == b:
-        return True
-    try:
-        return Path(a).read_bytes() == Path(b).read_bytes()
-    except OSError:
-        return False
+for _name, _rule in (("ppo", Rule(PPOConfig, make_ppo)), ("trpo", Rule(TRPOConfig, make_trpo)),
+                     ("spo", Rule(SPOConfig, make_spo)), ("fixpo", Rule(FixPOConfig, make_fixpo)),
+                     ("ppo_kl", Rule(PPOKLConfig, make_ppo_kl))):
+    RULES.register(_name, _rule, origin=source_file(_rule.factory))
+BUILTIN = tuple(RULES)  # the built-in rules (configured by --<rule>.* options)
 
 
-def _origin(fn) -> str:
-    """The file that defines ``fn`` (where a registration came from)."""
-    import inspect
-
-    try:
-        return inspect.getsourcefile(fn) or repr(fn)
-    except TypeError:
-        return repr(fn)
-
-
-__all__ = ["ALGORITHMS", "BUILTIN", "Algorithm", "AlgoConfig", "Batch", "FixPOConfig", "PPOConfig",
+__all__ = ["ALGORITHMS", "BUILTIN", "Rule", "Algorithm", "AlgoConfig", "Batch", "FixPOConfig", "PPOConfig",
            "PPOKLConfig", "SPOConfig", "TRPOConfig", "make_fixpo", "make_ppo", "make_ppo_kl",
            "make_spo", "make_trpo", "pieces", "register"]

@@ -82,6 +82,10 @@ class AlgoConfig:
         a string field outside its ``CHOICES``."""
         from pgjax.errors import ConfigError
 
+        eps = getattr(self, "adam_eps", None)
+        if eps is not None and not eps > 0:
+            raise ConfigError(f"adam_eps must be > 0, got {eps}; pass a small positive "
+                              f"--{prefix}.adam-eps (e.g. 1e-5)")
         for name, allowed in self.CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"unknown {name} '{getattr(self, name)}'; pass "

@@ -32,7 +32,8 @@ permutation inside ``jit`` and ``vmap``.
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+import dataclasses
+from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -42,13 +43,82 @@ from pgjax.algos.pieces import TRUST_REGION, trust_region_stats
 from pgjax.envs.multiagent import Partition
 from pgjax.errors import ConfigError
 from pgjax.policies import ActorCritic
+from pgjax.registry import AGENT_SCHEMES, caller_file
 
-SCHEMES = ("sequential", "simultaneous", "independent")
 ORDERS = ("random", "fixed", "reverse")
+AGENT_OBS = ("local", "full_state_id")
 # --algo aliases: name -> (update rule, scheme)
 ALIASES = {"happo": ("ppo", "sequential"), "hatrpo": ("trpo", "sequential"),
            "haspo": ("spo", "sequential"), "hafixpo": ("fixpo", "sequential"),
            "mappo": ("ppo", "simultaneous"), "ippo": ("ppo", "independent")}
+
+
+class AgentScheme(NamedTuple):
+    """How a multi-agent update combines a rule's per-agent updates, registered in
+    ``pgjax.registry.AGENT_SCHEMES`` under its ``--agent-update`` name. ``central``: one
+    critic V(s) of the global state (else one V^i(o^i) per agent, each with its own GAE);
+    ``next_factor(factor, ratio) -> factor``: the advantage weight handed to the next agent
+    in the order after an agent with likelihood ratio ``ratio`` was updated (None: every
+    agent gets weight 1)."""
+
+    central: bool
+    summary: str
+    next_factor: Optional[Callable] = None
+
+
+def register_scheme(name: str, scheme: AgentScheme, *, replace: bool = False) -> AgentScheme:
+    """Make ``--agent-update <name>`` available (from a plugin file: ``--plugins ...``)."""
+    if not isinstance(scheme, AgentScheme):
+        raise TypeError(f"register_scheme('{name}', ...) takes an AgentScheme, got "
+                        f"{type(scheme).__name__}")
+    return AGENT_SCHEMES.register(name, scheme, replace=replace, origin=caller_file())
+
+
+register_scheme("sequential", AgentScheme(
+    True, "HAPPO-style: agents in turn, each weighted by the ratios of those before",
+    lambda factor, ratio: factor * ratio))
+register_scheme("simultaneous", AgentScheme(True, "MAPPO-style: every agent on the same "
+                                                  "advantage, one centralised critic"))
+register_scheme("independent", AgentScheme(False, "IPPO-style: one critic per agent"))
+SCHEMES = AGENT_SCHEMES  # name -> AgentScheme
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentsConfig:
+    """Multi-agent training (--agents.<field>)."""
+
+    order: str = "random"
+    """Order of sequential agent updates: random (a new permutation every update), fixed or
+    reverse."""
+    share_actor: bool = False
+    """One actor shared by all agents (agent id appended to its input)."""
+    obs: str = "local"
+    """What each actor sees. local: its partition's view (mabrax: its own and neighbouring
+    joints and the root, Multi-Agent MuJoCo's default); full_state_id: the whole global
+    state plus a one-hot agent id, as HARL's MA-MuJoCo actors."""
+
+    def validate(self, cfg) -> None:
+        from pgjax.envs import family_of
+        from pgjax.registry import POLICY_KINDS
+
+        if family_of(cfg.env)[0].host:
+            raise ConfigError(f"multi-agent training runs on environments stepped inside the "
+                              f"compiled program; {cfg.env} is stepped on the host")
+        if POLICY_KINDS.get(cfg.policy).memory:
+            raise ConfigError(f"--policy {cfg.policy} is single-agent; multi-agent training "
+                              f"uses per-agent feedforward policies")
+        if self.order not in ORDERS:
+            raise ConfigError(f"unknown agents.order '{self.order}'; pass --agents.order with "
+                              f"one of {', '.join(ORDERS)}")
+        if self.obs not in AGENT_OBS:
+            raise ConfigError(f"unknown agents.obs '{self.obs}'; pass --agents.obs with one of "
+                              f"{', '.join(AGENT_OBS)}")
+        if cfg.scheme is None and (self.obs != "local" or self.share_actor):
+            raise ConfigError("--agents.obs and --agents.share-actor set multi-agent training; "
+                              "drop them for single-agent training")
+        if self.share_actor and not AGENT_SCHEMES.get(cfg.scheme).central:
+            raise ConfigError(f"--agents.share-actor needs a centralised critic; --agent-update "
+                              f"{cfg.scheme} has one per agent")
 
 
 class AgentPolicy(NamedTuple):
@@ -123,12 +193,11 @@ def make_combinator(rule_factory, rule_cfg, partition: Partition, actor, critic,
     params = {"actor": actor params stacked over agents ([1, ...] when shared),
               "critic": one critic, or stacked over agents for ``independent``}
     algo_state: the rule's state stacked over actor slots (over agents for independent)."""
-    if scheme not in SCHEMES:
-        raise ConfigError(f"unknown agent update scheme '{scheme}'; use one of {', '.join(SCHEMES)}")
+    combine = AGENT_SCHEMES.get(scheme)
     if order not in ORDERS:
         raise ConfigError(f"unknown agent order '{order}'; use one of {', '.join(ORDERS)}")
     n = partition.n_agents
-    central = scheme != "independent"
+    central = combine.central
     full = rule_factory(rule_cfg, AgentPolicy(actor, critic, distribution,
                                               "state" if central else "agent"))
     actor_only = rule_factory(rule_cfg, AgentPolicy(actor, critic, distribution, None)) \
@@ -166,10 +235,10 @@ def make_combinator(rule_factory, rule_cfg, partition: Partition, actor, critic,
         metrics = {**{k: v for k, v in metrics.items() if k not in TRUST_REGION},
                    **{f"agent_{k}": v for k, v in
                       trust_region_stats(policy_view, new_p["actor"], batch).items()}}
-        if scheme == "sequential":
+        if combine.next_factor is not None:
             d = policy_view.dist(new_p["actor"], batch.obs)
             ratio = jnp.exp(distribution.log_prob(d, batch.action) - batch.log_prob)
-            factor = factor * jax.lax.stop_gradient(ratio)
+            factor = combine.next_factor(factor, jax.lax.stop_gradient(ratio))
         params = {"actor": tree_set(params["actor"], slot(i), new_p["actor"]),
                   "critic": new_p["critic"] if central and rule is full else
                   params["critic"] if central else tree_set(params["critic"], i, new_p["critic"])}

@@ -2,14 +2,17 @@
 
 Environment ids are ``<family>:<name>``:
 
-- ``brax:<name>``  any ``brax.envs`` environment (``--backend`` generalized|positional|spring|mjx)
+- ``brax:<name>``  any ``brax.envs`` environment (``--brax.backend`` generalized|positional|spring|mjx)
 - ``gym:<EnvId>``  any registered Gymnasium environment (``gym:CartPole-v1``, ``gym:Hopper-v5``),
-  stepped on the host (``--vectorization sync|async``), see ``pgjax.envs.gym_env``
+  stepped on the host (``--gym.vectorization sync|async``), see ``pgjax.envs.gym_env``
 - ``jax:<name>``   small pure-JAX tasks shipped with pgjax (``jax:cartpole``; ``jax:memory``,
   ``jax:memory-<delay>``: a cue-recall memory probe, see ``pgjax.envs.memory_probe``)
 - ``mabrax:<name>`` a Brax body split among cooperating agents, Multi-Agent MuJoCo style
   (``mabrax:halfcheetah_2x3``), see ``pgjax.envs.mabrax``
 - ``matrix:<game>`` one-step cooperative matrix games (``matrix:climbing``, ``matrix:penalty``)
+
+Each family is an ``EnvFamily`` registered in ``pgjax.registry.ENV_FAMILIES`` by
+``register`` below, as a plugin registers its own.
 
 ``mabrax`` and ``matrix`` environments are ``MultiAgentEnv``: an ordinary batched environment
 (global state, joint action, team reward) with a ``Partition`` into per-agent views, see
@@ -17,26 +20,59 @@ Environment ids are ``<family>:<name>``:
 """
 from __future__ import annotations
 
-from pgjax.envs.brax_env import BACKENDS, make_brax_env
+from pgjax.envs.brax_env import BACKENDS, BraxOptions, make_brax_env
 from pgjax.envs.classic import CLASSIC, make_classic_env
-from pgjax.errors import ConfigError
-from pgjax.envs.core import ActionSpace, Env, EnvSpec, TimeStep
+from pgjax.envs.core import ActionSpace, Env, EnvFamily, EnvSpec, TimeStep
 from pgjax.envs.functional import VectorEnv
+from pgjax.envs.gym_env import GymOptions
+from pgjax.errors import ConfigError
+from pgjax.registry import ENV_FAMILIES
 
-FAMILIES = ("brax", "gym", "jax", "mabrax", "matrix")
+
+def register(prefix: str, family: EnvFamily, *, replace: bool = False) -> EnvFamily:
+    """Make ids ``<prefix>:<name>`` available to the trainer, sweeps, the CLI, eval, render
+    and load_policy (from a plugin file: ``--plugins my_envs.py``); see ``EnvFamily``."""
+    if not isinstance(family, EnvFamily):
+        raise TypeError(f"register('{prefix}', ...) takes an EnvFamily, got "
+                        f"{type(family).__name__}")
+    from pgjax.registry import caller_file
+
+    return ENV_FAMILIES.register(prefix, family, replace=replace, origin=caller_file())
+
+
+def family_of(env_id: str) -> tuple[EnvFamily, str]:
+    """(the registered family of ``env_id``, the name after its prefix); a ``ConfigError``
+    for an id that is not ``<family>:<name>`` with a registered family."""
+    prefix, sep, name = env_id.partition(":")
+    if not sep or not name or prefix not in ENV_FAMILIES:
+        examples = ", ".join(f.examples[0] for f in map(ENV_FAMILIES.get, ENV_FAMILIES)
+                             if f.examples)
+        raise ConfigError(f"unknown environment id '{env_id}'; write <family>:<name> with "
+                          f"family one of {', '.join(ENV_FAMILIES)} (e.g. {examples}), or "
+                          f"register a family from --plugins")
+    return ENV_FAMILIES.get(prefix), name
 
 
 def make_env(env_id: str, num_envs: int, episode_length: int | None = None,
-             backend: str = "generalized", vectorization: str = "sync", observe: str = "full"):
+             options=None, observe: str = "full"):
     """Build a batched environment from an id such as ``brax:ant``, ``jax:cartpole`` or
     ``mabrax:ant_4x2`` (multi-agent ids return a ``MultiAgentEnv``).
 
     ``episode_length`` is the time limit (None: the task's own, 1000 for Brax).
-    ``observe`` hides part of a locomotion task's observation: ``positions`` (velocities
-    hidden) or ``velocities`` (positions hidden), see ``pgjax.envs.pomdp``.
-    Raises ``ConfigError`` with a one-line fix for unknown ids or backends.
+    ``options``: the family's settings (e.g. ``BraxOptions(backend="mjx")``; None: its
+    defaults). ``observe`` hides part of a locomotion task's observation: ``positions``
+    (velocities hidden) or ``velocities`` (positions hidden), see ``pgjax.envs.pomdp``.
+    Raises ``ConfigError`` with a one-line fix for unknown ids or options.
     """
-    env = _make_env(env_id, num_envs, episode_length, backend, vectorization)
+    family, name = family_of(env_id)
+    if family.options is None:
+        options = None
+    elif options is None:
+        options = family.options()
+    elif not isinstance(options, family.options):
+        raise ConfigError(f"{env_id} takes options of type {family.options.__name__}, got "
+                          f"{type(options).__name__}")
+    env = family.make(name, num_envs, episode_length, options)
     if observe == "full":
         return env
     from pgjax.envs.pomdp import filter_env
@@ -44,37 +80,50 @@ def make_env(env_id: str, num_envs: int, episode_length: int | None = None,
     return filter_env(env, env_id, observe)
 
 
-def _make_env(env_id, num_envs, episode_length, backend, vectorization):
-    family, sep, name = env_id.partition(":")
-    if not sep or family not in FAMILIES:
-        raise ConfigError(f"unknown environment id '{env_id}'; write <family>:<name> with family "
-                          f"one of {', '.join(FAMILIES)} (e.g. brax:inverted_pendulum, "
-                          f"gym:Hopper-v5, jax:cartpole, mabrax:halfcheetah_2x3, matrix:climbing)")
-    if family == "gym":
-        from pgjax.envs.gym_env import make_gym_env
+def _gym(name, num_envs, episode_length, options: GymOptions):
+    from pgjax.envs.gym_env import make_gym_env
 
-        return make_gym_env(name, num_envs, episode_length, vectorization)
-    if family == "brax":
-        return make_brax_env(name, num_envs, episode_length or 1000, backend)
-    if family == "mabrax":
-        from pgjax.envs.mabrax import make_mabrax_env
+    return make_gym_env(name, num_envs, episode_length, options.vectorization)
 
-        return make_mabrax_env(name, num_envs, episode_length or 1000, backend)
-    if family == "matrix":
-        from pgjax.envs.multiagent import make_matrix_game
 
-        return make_matrix_game(name, num_envs, episode_length)
+def _mabrax(name, num_envs, episode_length, options: BraxOptions):
+    from pgjax.envs.mabrax import make_mabrax_env
+
+    return make_mabrax_env(name, num_envs, episode_length or 1000, options.backend)
+
+
+def _matrix(name, num_envs, episode_length, options):
+    from pgjax.envs.multiagent import make_matrix_game
+
+    return make_matrix_game(name, num_envs, episode_length)
+
+
+def _jax(name, num_envs, episode_length, options):
     from pgjax.envs.memory_probe import make_memory_env, parse_memory_name
 
     delay = parse_memory_name(name)
     if delay is not None:
         return make_memory_env(num_envs, delay, episode_length=episode_length)
     if name not in CLASSIC:
-        raise ConfigError(f"unknown environment '{env_id}'; use one of: "
+        raise ConfigError(f"unknown environment 'jax:{name}'; use one of: "
                           f"{', '.join('jax:' + k for k in CLASSIC)}, jax:memory, "
                           f"jax:memory-<delay>")
     return make_classic_env(name, num_envs, episode_length)
 
 
-__all__ = ["ActionSpace", "BACKENDS", "ConfigError", "Env", "EnvSpec", "TimeStep", "VectorEnv",
-           "make_env"]
+register("brax", EnvFamily(
+    lambda name, n, length, o: make_brax_env(name, n, length or 1000, o.backend),
+    "any brax.envs environment, stepped inside the compiled program",
+    ("brax:inverted_pendulum",), BraxOptions, "brax", renderer="system"))
+register("gym", EnvFamily(_gym, "any registered Gymnasium environment, stepped on the host",
+                          ("gym:Hopper-v5",), GymOptions, "gym", host=True, renderer="frames"))
+register("jax", EnvFamily(_jax, "small pure-JAX tasks shipped with pgjax",
+                          ("jax:cartpole",)))
+register("mabrax", EnvFamily(_mabrax, "a Brax body split among cooperating agents",
+                             ("mabrax:halfcheetah_2x3",), BraxOptions, "brax",
+                             multi_agent=True))
+register("matrix", EnvFamily(_matrix, "one-step cooperative matrix games",
+                             ("matrix:climbing",), multi_agent=True))
+
+__all__ = ["ActionSpace", "BACKENDS", "ConfigError", "Env", "EnvFamily", "EnvSpec", "TimeStep",
+           "VectorEnv", "family_of", "make_env", "register"]

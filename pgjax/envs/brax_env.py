@@ -6,6 +6,7 @@ Actions live in [-1, 1] (Brax's normalised actuator range) and are clipped there
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import warnings
 
@@ -14,6 +15,19 @@ from pgjax.envs.core import ActionSpace, EnvSpec
 from pgjax.envs.functional import VectorEnv
 
 BACKENDS = ("generalized", "positional", "spring", "mjx")
+
+
+@dataclasses.dataclass(frozen=True)
+class BraxOptions:
+    """Settings of the brax: and mabrax: families (--brax.<field>)."""
+
+    backend: str = "generalized"
+    """Brax physics backend: generalized, positional, spring or mjx."""
+
+    def validate(self, cfg=None) -> None:
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"unknown Brax backend '{self.backend}'; pass --brax.backend with "
+                              f"one of {', '.join(BACKENDS)}")
 
 
 # What MuJoCo prints on import when its optional GPU backend (warp) is not installed, as
@@ -76,7 +90,7 @@ def make_brax_env(name: str, num_envs: int, episode_length: int = 1000,
         raise ConfigError(f"unknown Brax environment '{name}'; use one of: "
                           f"{', '.join('brax:' + k for k in known)}")
     if backend not in BACKENDS:
-        raise ConfigError(f"unknown Brax backend '{backend}'; pass --backend with one of: "
+        raise ConfigError(f"unknown Brax backend '{backend}'; pass --brax.backend with one of: "
                           f"{', '.join(BACKENDS)}")
     env, reset, step, obs_size = brax_environment(name, backend)
 

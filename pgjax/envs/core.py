@@ -11,7 +11,7 @@ s'_t, so that truncated episodes can bootstrap from V(s'_t).
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Callable, NamedTuple, Optional, Protocol
 
 import jax
 from flax import struct
@@ -78,6 +78,30 @@ class Env(Protocol):
     def close(self) -> None:
         """Release what the environment holds outside the program (host environments)."""
         ...
+
+
+class EnvFamily(NamedTuple):
+    """An environment family, registered in ``pgjax.registry.ENV_FAMILIES`` under the prefix
+    of its ids (``<family>:<name>``).
+
+    ``make(name, num_envs, episode_length, options) -> Env`` builds a batched environment
+    (``episode_length`` None: the task's own time limit; ``options``: an instance of
+    ``options`` below, or None), raising ``ConfigError`` with a one-line fix for unknown
+    names. ``options`` is the dataclass of the family's own settings, set by
+    ``--<options_key>.<field>`` (families may share one, as Brax bodies and their
+    multi-agent splits do). ``host``: stepped outside the compiled program (no in-program
+    reset pool, no recurrent policy, no multi-agent training); ``multi_agent``: ``make``
+    returns a ``MultiAgentEnv``; ``renderer``: how ``pgjax render`` draws its episodes
+    (``system``: a Brax System's states; ``frames``: the env's rgb frames; None: it cannot); ``examples``: ids for help texts."""
+
+    make: Callable
+    summary: str
+    examples: tuple = ()
+    options: Optional[type] = None
+    options_key: Optional[str] = None
+    host: bool = False
+    multi_agent: bool = False
+    renderer: Optional[str] = None
 
 
 class Wrapper:

@@ -23,6 +23,7 @@ the unclipped sample is what is trained on) and Discrete actions. Any other spac
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
@@ -35,6 +36,24 @@ from pgjax.envs.core import ActionSpace, EnvSpec, TimeStep
 from pgjax.errors import ConfigError
 
 VECTORIZATION = ("sync", "async")
+
+
+@dataclasses.dataclass(frozen=True)
+class GymOptions:
+    """Settings of the gym: family (--gym.<field>)."""
+
+    vectorization: str = "sync"
+    """Gymnasium vector env: sync (all envs in this process) or async (a worker process per
+    env)."""
+
+    def in_process(self) -> "GymOptions":
+        """These settings for stepping in this process (evaluation, rendering)."""
+        return dataclasses.replace(self, vectorization="sync")
+
+    def validate(self, cfg=None) -> None:
+        if self.vectorization not in VECTORIZATION:
+            raise ConfigError(f"unknown vectorization '{self.vectorization}'; pass "
+                              f"--gym.vectorization with one of {', '.join(VECTORIZATION)}")
 
 
 def _gym():
@@ -122,8 +141,8 @@ class GymEnv:
                  vectorization: str = "sync"):
         gym = _gym()
         if vectorization not in VECTORIZATION:
-            raise ConfigError(f"unknown vectorization '{vectorization}'; pass --vectorization "
-                              f"sync or async")
+            raise ConfigError(f"unknown vectorization '{vectorization}'; pass "
+                              f"--gym.vectorization sync or async")
         if num_envs < 1:
             raise ConfigError("num_envs must be >= 1; pass a positive --num-envs")
         try:

@@ -132,8 +132,8 @@ def _layout(env_id: str) -> _Layout:
                           f"(--observe positions|velocities) supports: {', '.join(SUPPORTED)}")
     if env_id in _CARTPOLE:
         return _Layout(4, (0, 2), (1, 3))
-    family, _, name = env_id.partition(":")
-    return _brax_layout(name) if family == "brax" else _gym_layout(name)
+    name = env_id.partition(":")[2]
+    return _brax_layout(name) if name in _BRAX else _gym_layout(name)
 
 
 def observation_split(env_id: str) -> dict[str, np.ndarray]:
