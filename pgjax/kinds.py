@@ -24,7 +24,8 @@ class PolicyKind(NamedTuple):
     (``--<options_key>.<field>``), whose ``validate(cfg)`` is called with the run's config;
     ``memory``: it carries information between steps (single-agent training only);
     ``host_envs``: it can train on environments stepped on the host (Gymnasium);
-    ``bounded_std``: it honours ``--net.std-max``."""
+    ``bounded_std``: it honours ``--net.std-max``; ``stochastic_eval``: its mode is not a
+    policy it trained as, so ``--eval-mode auto`` evaluates the sampled policy too."""
 
     build: Callable
     summary: str
@@ -34,6 +35,7 @@ class PolicyKind(NamedTuple):
     memory: bool = False
     host_envs: bool = True
     bounded_std: bool = False
+    stochastic_eval: bool = False
 
 
 def register(name: str, kind: PolicyKind, *, replace: bool = False) -> PolicyKind:
@@ -175,7 +177,7 @@ register("stateful", PolicyKind(
     lambda cfg, env: make_stateful_policy(env, cfg.net, cfg.stateful),
     "S2PG: a sampled internal state z' is part of the action (--stateful.*)",
     lambda cfg, env: StatefulEnv(env, cfg.stateful.z_dim, cfg.stateful.prev_action),
-    StatefulConfig, "stateful", memory=True))
+    StatefulConfig, "stateful", memory=True, stochastic_eval=True))
 register("recurrent", PolicyKind(
     lambda cfg, env: make_recurrent_policy(env.spec.action, cfg.net, cfg.recurrent),
     "a GRU trained with backpropagation through time (--recurrent.*)",

@@ -11,6 +11,7 @@ from typing import Optional
 from pgjax.envs.pomdp import OBSERVE, observation_split
 from pgjax.errors import ConfigError
 from pgjax.options import INT_MAX, check_counts
+from pgjax.registry import POLICY_KINDS
 
 EVAL_MODES = ("auto", "deterministic", "stochastic", "both")
 
@@ -58,9 +59,9 @@ class RunOptions:
     eval_mode: str = "auto"
     """Policy of the held-out evaluations: deterministic (the distribution's mode, recorded
     as eval_return), stochastic (actions, and a stateful policy's z', sampled as in
-    training: eval_return_stochastic) or both; auto: both for --policy stateful (whose mode
-    sets the internal state z' to its mean, a policy it never trained as), deterministic
-    otherwise."""
+    training: eval_return_stochastic) or both; auto: both for a policy kind whose mode is not
+    a policy it trained as (--policy stateful: the mode sets the internal state z' to its
+    mean), deterministic otherwise."""
     out: str = "runs"
     """Directory under which the run directory is created."""
     name: Optional[str] = None
@@ -131,7 +132,8 @@ class RunOptions:
         stochastic."""
         mode = self.eval_mode
         if mode == "auto":
-            mode = "both" if getattr(self, "policy", None) == "stateful" else "deterministic"
+            kind = POLICY_KINDS.get(getattr(self, "policy", "auto"), None)
+            mode = "both" if kind is not None and kind.stochastic_eval else "deterministic"
         return ("deterministic", "stochastic") if mode == "both" else (mode,)
 
     def runs(self) -> list[tuple[int, dict[str, float]]]:
