@@ -23,10 +23,13 @@ second startup / first startup.
     python benchmarks/overhead.py                                  # hopper and ant, both settings,
                                                                    # pgjax's default 500k steps
     python benchmarks/overhead.py --envs brax:hopper --settings default --steps 204800
+    python benchmarks/overhead.py --envs brax:hopper --settings default --steps 204800 \
+        --diagnostics full cheap                       # both programs with each, in turn
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -127,31 +130,34 @@ def main() -> None:
     p.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
     p.add_argument("--steps", type=int, default=None,
                    help="env steps per run (default: pgjax train's own default)")
+    p.add_argument("--diagnostics", nargs="+", default=[None], choices=["cheap", "full"],
+                   help="--diagnostics of both programs, each in turn (default: pgjax's)")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "overhead.json"))
     a = p.parse_args()
     results = []
-    for env in a.envs:
-        for setting in a.settings:
-            steps = ["--steps", str(a.steps)] if a.steps else []
-            args = ["--env", env, *steps, *SETTINGS[setting]]
-            with tempfile.TemporaryDirectory() as tmp:
-                tmp = Path(tmp)
-                b = bare(args, tmp / "cache-bare")
-                first = pgjax_train(args, tmp / "cache", tmp / "runs", "first")
-                second = pgjax_train(args, tmp / "cache", tmp / "runs", "second")
-            row = {"env": env, "setting": setting, "args": args, "bare": b, "first": first,
-                   "second": second,
-                   "training_over_bare_run": first["training_s"] / b["run_s"],
-                   "second_training_over_bare_run": second["training_s"] / b["run_s"],
-                   "whole_over_bare_whole": first["whole_s"] / b["whole_s"],
-                   "second_startup_over_first": second["startup_s"] / first["startup_s"]}
-            results.append(row)
-            print(f"{env:14s} {setting:8s} bare run {b['run_s']:7.1f} s (startup "
-                  f"{b['startup_s']:5.1f} s) | pgjax train training {first['training_s']:7.1f} s"
-                  f" = {row['training_over_bare_run']:.3f} x bare (second run "
-                  f"{row['second_training_over_bare_run']:.3f} x), startup "
-                  f"{first['startup_s']:5.1f} s, second run's startup {second['startup_s']:5.1f}"
-                  f" s ({row['second_startup_over_first']:.2f} x)", flush=True)
+    for env, setting, diagnostics in itertools.product(a.envs, a.settings, a.diagnostics):
+        steps = ["--steps", str(a.steps)] if a.steps else []
+        args = ["--env", env, *steps, *SETTINGS[setting],
+                *(["--diagnostics", diagnostics] if diagnostics else [])]
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp = Path(tmp)
+            b = bare(args, tmp / "cache-bare")
+            first = pgjax_train(args, tmp / "cache", tmp / "runs", "first")
+            second = pgjax_train(args, tmp / "cache", tmp / "runs", "second")
+        row = {"env": env, "setting": setting, "diagnostics": diagnostics or "default",
+               "args": args, "bare": b, "first": first,
+               "second": second,
+               "training_over_bare_run": first["training_s"] / b["run_s"],
+               "second_training_over_bare_run": second["training_s"] / b["run_s"],
+               "whole_over_bare_whole": first["whole_s"] / b["whole_s"],
+               "second_startup_over_first": second["startup_s"] / first["startup_s"]}
+        results.append(row)
+        print(f"{env:14s} {setting:8s} {row['diagnostics']:7s} bare run {b['run_s']:7.1f} s (startup "
+              f"{b['startup_s']:5.1f} s) | pgjax train training {first['training_s']:7.1f} s"
+              f" = {row['training_over_bare_run']:.3f} x bare (second run "
+              f"{row['second_training_over_bare_run']:.3f} x), startup "
+              f"{first['startup_s']:5.1f} s, second run's startup {second['startup_s']:5.1f}"
+              f" s ({row['second_startup_over_first']:.2f} x)", flush=True)
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps({"machine": platform.processor() or platform.machine(),
                                        "cpus": os.cpu_count(), "results": results}, indent=1))

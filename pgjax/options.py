@@ -25,7 +25,7 @@ RENAMED = {"backend": "brax.backend", "vectorization": "gym.vectorization",
                    "normalize_obs", "obs_stats", "obs_stats_steps", "normalize_reward",
                    "value_norm", "reward_scale")}}
 # what a record written before an option existed implies for it (the behaviour of then)
-LEGACY = {"anneal_steps": None, "eval_mode": "deterministic"}
+LEGACY = {"anneal_steps": None, "eval_mode": "deterministic", "diagnostics": "full"}
 
 INT_MAX = 2**31 - 1  # counts and seeds live in int32 inside the compiled program
 MAX_SIZE = 2**20  # a layer, state or window size beyond this is a typo, not a network

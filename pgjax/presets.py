@@ -63,12 +63,14 @@ SPO_PAPER = Preset(
     "8 envs x 256 steps, 4 minibatches of 512 (--algo ppo runs the paper's PPO)",
     "MyRepositories-hub/Simple-Policy-Optimization @ 9fdeda3: mujoco/main.py, "
     "mujoco/agent.py, mujoco/trainer.py",
-    {"algo": "spo", "num_envs": 8, "rollout_len": 256, "steps": 10_000_000, "gamma": 0.99,
+    {"algo": "spo", "diagnostics": "full", "num_envs": 8, "rollout_len": 256, "steps": 10_000_000,
+     "gamma": 0.99,
      "gae_lambda": 0.95, "net.actor_hidden": (256, 256, 128, 128, 64, 64),
      "net.critic_hidden": (64, 64), "net.activation": "tanh", "net.init_log_std": 0.0,
      "net.policy_head_gain": 0.01, "norm.normalize_obs": True, "norm.obs_stats": "running",
      "norm.obs_stats_steps": 0, "norm.normalize_reward": True, "norm.value_norm": False,
-     "norm.reward_scale": 1.0, **_same(["ppo", "spo"], **{**_CLEANRL_PPO, "adam_eps": 1e-8, "minibatches": 4})},
+     "norm.reward_scale": 1.0, **_same(["ppo", "spo"], **{**_CLEANRL_PPO, "adam_eps": 1e-8,
+                                                          "minibatches": 4})},
     deviations=(
         "the paper's code treats truncation as termination; pgjax bootstraps it",
         "the paper has no held-out evaluation: its curves are the returns of the stochastic "
@@ -83,7 +85,8 @@ SPO_PAPER = Preset(
 # what the FixPO authors' tianshou MuJoCo launchers share (FixPO's and its PPO baseline's):
 # 64-64 tanh networks, initial log-std -0.5, value targets over the running return std,
 # advantages from raw rewards, stochastic evaluation
-_TIANSHOU_MUJOCO = {"eval_mode": "stochastic", "gamma": 0.99, "gae_lambda": 0.95,
+_TIANSHOU_MUJOCO = {"diagnostics": "full", "eval_mode": "stochastic", "gamma": 0.99,
+                    "gae_lambda": 0.95,
                     "net.actor_hidden": (64, 64), "net.critic_hidden": (64, 64), "net.activation": "tanh",
                     "net.init_log_std": -0.5, "net.policy_head_gain": 0.01, "norm.normalize_obs": True,
                     "norm.obs_stats": "running", "norm.obs_stats_steps": 0, "norm.normalize_reward": False,
@@ -165,6 +168,7 @@ _S2PG_DIR = "experiments/01_Reinforcement_Learning/"
 # launcher's folder): 5M steps (100 epochs of 50,000), fits of 2000 steps in minibatches of
 # 32 for 10 epochs, constant learning rates, no gradient or value clipping, entropy 0
 _S2PG_COMMON = {
+    "diagnostics": "full",
     "num_envs": 8, "rollout_len": 256, "steps": 5_000_000, "episode_length": 1000,
     "gamma": 0.99, "gae_lambda": 0.95, "eval_mode": "both", "net.activation": "relu",
     "norm.normalize_obs": True, "norm.obs_stats": "running", "norm.obs_stats_steps": 0,
@@ -199,7 +203,8 @@ S2PG_PAPER = Preset(
     "robfiras/s2pg @ 605000a: experiments/01_Reinforcement_Learning/02_RS/01_POMDP/"
     "launcher.py and experiment.py, s2pg/policy/recurrent_policy.py, "
     "s2pg/algorithms/reinforcement_learning/deep_actor_critic/rs/ppo_rs.py",
-    {**_S2PG_COMMON, "algo": "ppo", "policy": "stateful", "stateful.z_dim": 128, "stateful.z_std": 0.5,
+    {**_S2PG_COMMON, "algo": "ppo", "policy": "stateful", "stateful.z_dim": 128,
+     "stateful.z_std": 0.5,
      "net.init_log_std": math.log(0.5), "stateful.prev_action": True,
      "net.actor_hidden": (128,), "net.critic_hidden": (128, 128), **_same(["ppo"], lr=5e-5)},
     per_task={t: {"ppo.clip_eps": e} for t, e in _S2PG_CLIP.items()},
@@ -252,7 +257,8 @@ S2PG_PAPER_BPTT = Preset(
     "(0.1 hopper, else 0.2), the shared S2PG protocol",
     "robfiras/s2pg @ 605000a: experiments/01_Reinforcement_Learning/01_BPTT/01_POMDP/"
     "launcher.py and experiment.py, s2pg/networks/recurrent_networks.py",
-    {**_S2PG_COMMON, "algo": "ppo", "policy": "recurrent", "recurrent.carry_size": 128, "recurrent.bptt_len": 32,
+    {**_S2PG_COMMON, "algo": "ppo", "policy": "recurrent", "recurrent.carry_size": 128,
+     "recurrent.bptt_len": 32,
      "net.init_log_std": math.log(0.5), "net.actor_hidden": (128,), "net.critic_hidden": (128,),
      **_same(["ppo"], lr=5e-5, clip_eps=0.2)},
     per_task={t: {"ppo.lr": lr, "ppo.clip_eps": e} for t, (lr, e) in _S2PG_BPTT.items()},
@@ -330,7 +336,8 @@ HAPPO_PAPER = Preset(
     "tuned per-task values",
     "PKU-MARL/HARL @ d539bad: harl/configs/algos_cfgs/happo.yaml, "
     "tuned_configs/mamujoco/<task>/happo/config.json",
-    {"algo": "happo", "num_envs": 20, "rollout_len": 200, "steps": 10_000_000,
+    {"algo": "happo", "diagnostics": "full", "num_envs": 20, "rollout_len": 200,
+     "steps": 10_000_000,
      "episode_length": 1000, "gamma": 0.99, "gae_lambda": 0.95,
      "net.actor_hidden": (128, 128, 128), "net.critic_hidden": (128, 128, 128), "net.activation": "relu",
      "net.policy_head_gain": 0.01, "net.init_log_std": math.log(0.5 / (1 + math.exp(-1.0))),

@@ -14,6 +14,7 @@ from pgjax.options import INT_MAX, check_counts
 from pgjax.registry import POLICY_KINDS
 
 EVAL_MODES = ("auto", "deterministic", "stochastic", "both")
+DIAGNOSTICS = ("cheap", "full")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +63,14 @@ class RunOptions:
     training: eval_return_stochastic) or both; auto: both for a policy kind whose mode is not
     a policy it trained as (--policy stateful: the mode sets the internal state z' to its
     mean), deterministic otherwise."""
+    diagnostics: str = "cheap"
+    """Per-update diagnostics recorded. cheap: what the update and the rollout give for free
+    (losses, approx-KL and clip fraction per minibatch, gradient norm, explained variance,
+    training returns, the statistics' drift, non-finite checks); full: also those that need
+    extra forward passes: the behaviour policy against the updated one over the whole batch
+    (kl_mean, kl_max, ratio_dev_max, entropy), what the statistics update alone does to the
+    policy and values (kl_stats_*, value_stats_shift) and the change on reset states
+    (kl_reset_*, mode_shift_reset_max)."""
     out: str = "runs"
     """Directory under which the run directory is created."""
     name: Optional[str] = None
@@ -176,6 +185,9 @@ class RunOptions:
                                       or self.name in ("", ".", "..") or "\\" in self.name):
             raise ConfigError(f"run name '{self.name}' must be one directory name inside --out; "
                               f"pass --name without '/' or '..' (use --out for the parent)")
+        if self.diagnostics not in DIAGNOSTICS:
+            raise ConfigError(f"unknown diagnostics '{self.diagnostics}'; pass --diagnostics "
+                              f"with one of {', '.join(DIAGNOSTICS)}")
         if self.eval_mode not in EVAL_MODES:
             raise ConfigError(f"unknown eval_mode '{self.eval_mode}'; pass --eval-mode with one "
                               f"of {', '.join(EVAL_MODES)}")

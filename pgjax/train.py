@@ -334,13 +334,14 @@ class Trainer:
         params, algo_state, metrics = self.algo.update(state.params, state.algo_state,
                                                        prep.batch, k_update,
                                                        self._algo_hp(hp), progress)
-        # the trust-region diagnostics, recorded for every rule by the trainer itself
-        metrics = {**metrics, **trust_region_stats(self.policy, params["actor"], prep.batch)}
+        full = self.cfg.diagnostics == "full"  # those that need extra forward passes
+        if full:  # the trust-region diagnostics, recorded for every rule by the trainer
+            metrics = {**metrics, **trust_region_stats(self.policy, params["actor"], prep.batch)}
         if self.cfg.norm.normalize_obs:
-            metrics = {**metrics, **self.statistics_drift(state, prep, traj, carry0)}
+            metrics = {**metrics, **self.statistics_drift(state, prep, traj, carry0, full)}
             if self.cfg.norm.obs_stats == "preserve":
                 params = self.preserve_outputs(params, state.obs_stats, prep.state.obs_stats)
-        if isinstance(self.policy, ActorCritic):
+        if full and isinstance(self.policy, ActorCritic):
             metrics = {**metrics, **self.reset_state_drift(state, params, prep.state)}
         n_done = (traj.terminated | traj.truncated).astype(jnp.float32).sum()
         finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(params)]))
@@ -358,22 +359,26 @@ class Trainer:
             new_state = new_state.replace(rollout=state.rollout.replace(carry=prep.forward.carry))
         return new_state, metrics
 
-    def statistics_drift(self, state: TrainState, prep: Prepared, traj: Transition, carry0):
-        """What this rollout's update of the observation statistics alone does: the KL
-        between the acting policy under the old and under the new statistics on the rollout's
-        states (same parameters; ``--norm.obs-stats preserve`` then folds it away), the mean change
-        of the values, and how far the statistics themselves moved."""
+    def statistics_drift(self, state: TrainState, prep: Prepared, traj: Transition, carry0,
+                         full: bool = True):
+        """What this rollout's update of the observation statistics alone does: how far the
+        statistics moved and, when ``full``, the KL between the acting policy under the old
+        and under the new statistics on the rollout's states (same parameters;
+        ``--norm.obs-stats preserve`` then folds it away) and the mean change of the
+        values."""
         old, new = state.obs_stats, prep.state.obs_stats
+        s_old, s_new = jnp.sqrt(old.var + 1e-8), jnp.sqrt(new.var + 1e-8)
+        drift = {"obs_std_drift": jnp.abs(jnp.log(s_new / s_old)).mean(),
+                 "obs_mean_drift": (jnp.abs(new.mean - old.mean) / s_old).mean()}
+        if not full:
+            return drift
         norm = lambda x: normalize(new, x)
         fwd = self.policy.forward(state.params, norm(traj.obs), norm(traj.final_obs),
                                   traj.action, traj.terminated | traj.truncated, carry0,
                                   state.rollout.carry)
         kl = self.policy.kl(prep.forward.dist, fwd.dist)
-        s_old, s_new = jnp.sqrt(old.var + 1e-8), jnp.sqrt(new.var + 1e-8)
-        return {"kl_stats_mean": kl.mean(), "kl_stats_max": kl.max(),
-                "value_stats_shift": jnp.abs(fwd.value - prep.forward.value).mean(),
-                "obs_std_drift": jnp.abs(jnp.log(s_new / s_old)).mean(),
-                "obs_mean_drift": (jnp.abs(new.mean - old.mean) / s_old).mean()}
+        return {**drift, "kl_stats_mean": kl.mean(), "kl_stats_max": kl.max(),
+                "value_stats_shift": jnp.abs(fwd.value - prep.forward.value).mean()}
 
     def reset_state_drift(self, state: TrainState, params, new_state: TrainState):
         """How much this update changed the policy on the run's first observations (states

@@ -48,7 +48,8 @@ def plugin(tmp_path):
 
 
 def _small(**kw):
-    base = dict(env="jax:cartpole", num_envs=8, rollout_len=16, eval_every=2, eval_envs=4,
+    base = dict(env="jax:cartpole", diagnostics="full", num_envs=8, rollout_len=16, eval_every=2,
+                eval_envs=4,
                 episode_length=100, steps=8 * 16 * 2 * 2, quiet=True)
     return TrainConfig(**{**base, **kw})
 
@@ -181,7 +182,8 @@ def test_kl_penalty_rule_from_the_pieces_trains_resumes_and_records_diagnostics(
     assert len(code) <= 20, len(code)
     path = tmp_path / "klpen_rule.py"
     path.write_text(KLPEN)
-    flags = ["train", "--plugins", str(path), "--algo", "klpen", "--env", "jax:cartpole",
+    flags = ["train", "--plugins", str(path), "--algo", "klpen", "--diagnostics", "full", "--env",
+             "jax:cartpole",
              "--num-envs", "8", "--rollout-len", "16", "--eval-every", "2", "--eval-envs", "2",
              "--episode-length", "100", "--steps", str(8 * 16 * 2 * 4), "--checkpoint-every",
              "1", "--checkpoint-seconds", "0", "--klpen.minibatches", "4", "--klpen.epochs", "2", "--klpen.lr", "1e-3",

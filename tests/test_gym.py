@@ -164,7 +164,8 @@ def test_truncation_bootstraps_from_the_real_final_observation():
 
 
 def _small(**kw):
-    base = dict(env="gym:CartPole-v1", num_envs=4, rollout_len=32, eval_every=2, eval_envs=2,
+    base = dict(env="gym:CartPole-v1", diagnostics="full", num_envs=4, rollout_len=32,
+                eval_every=2, eval_envs=2,
                 steps=512, quiet=True, ppo=PPOConfig(epochs=2, minibatches=2))
     return TrainConfig(**{**base, **kw})
 

@@ -85,7 +85,8 @@ def test_refitted_recurrent_networks_compute_the_same_steps():
             np.testing.assert_allclose(u, v, rtol=1e-4, atol=1e-4)
 
 
-SMALL = TrainConfig(env="jax:cartpole", num_envs=8, rollout_len=16, eval_every=2,
+SMALL = TrainConfig(env="jax:cartpole", diagnostics="full", num_envs=8, rollout_len=16,
+                    eval_every=2,
                     eval_envs=2, steps=8 * 16 * 4, quiet=True,
                     ppo=PPOConfig(epochs=2, minibatches=4))
 

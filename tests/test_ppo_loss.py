@@ -109,7 +109,8 @@ def test_s2pg_clip_fraction_is_split_into_the_action_and_internal_state_factors(
 
 
 def test_advantage_normalisation_switch():
-    mb = Batch(obs=jnp.zeros((2, 1)), action=jnp.array([0, 0]), log_prob=jnp.log(jnp.array([0.5, 0.5])),
+    mb = Batch(obs=jnp.zeros((2, 1)), action=jnp.array([0, 0]), log_prob=jnp.log(jnp.array([0.5,
+                                                                                            0.5])),
                dist=None, value=jnp.zeros(2), advantage=jnp.array([3.0, 5.0]), ret=jnp.zeros(2))
     params = {"actor": {"logits": jnp.zeros((2, 2))}, "critic": {"v": jnp.zeros(2)}}
     hp = {"clip_eps": 0.2, "vf_coef": 0.0, "ent_coef": 0.0, "vf_clip_eps": 0.2}
@@ -150,7 +151,8 @@ def test_builtin_ppo_kl_through_the_cli(tmp_path):
     from pgjax.cli import main
 
     for clip in ("false", "true"):
-        assert main(["train", "--algo", "ppo_kl", "--env", "jax:cartpole", "--num-envs", "8",
+        assert main(["train", "--algo", "ppo_kl", "--diagnostics", "full", "--env", "jax:cartpole",
+                     "--num-envs", "8",
                      "--rollout-len", "16", "--eval-every", "2", "--eval-envs", "2",
                      "--steps", "512", "--ppo_kl.d-targ", "0.004", "--ppo_kl.beta0", "0.5",
                      "--ppo_kl.minibatches", "4", "--quiet", "--out", str(tmp_path), "--name",

@@ -28,7 +28,8 @@ from helpers import Interrupt, assert_same_records, interrupting, run_files
 
 ROOT = Path(__file__).resolve().parents[1]
 
-SMALL = TrainConfig(env="jax:cartpole", num_envs=8, rollout_len=16, eval_every=2, eval_envs=4,
+SMALL = TrainConfig(env="jax:cartpole", diagnostics="full", num_envs=8, rollout_len=16,
+                    eval_every=2, eval_envs=4,
                     episode_length=100, steps=8 * 16 * 2 * 4, quiet=True, checkpoint_seconds=0,
                     ppo=PPOConfig(epochs=2, minibatches=4, ent_coef=0.01),
                     fixpo=FixPOConfig(minibatches=4))
@@ -63,7 +64,7 @@ def _cli_resume(cfg) -> int:
                  str(cfg.eval_envs), "--episode-length", str(cfg.episode_length), "--steps",
                  str(cfg.steps), "--seeds", str(cfg.seeds), "--checkpoint-every",
                  str(cfg.checkpoint_every), "--checkpoint-seconds", str(cfg.checkpoint_seconds),
-                 "--ppo.epochs", str(cfg.ppo.epochs),
+                 "--diagnostics", cfg.diagnostics, "--ppo.epochs", str(cfg.ppo.epochs),
                  "--ppo.minibatches", str(cfg.ppo.minibatches), "--ppo.ent-coef",
                  str(cfg.ppo.ent_coef), "--quiet", "--out", cfg.out, "--name", cfg.name,
                  "--resume"])
@@ -268,10 +269,13 @@ def test_sweep_groups_and_validation(tmp_path):
 SWEEP_ERRORS = [
     ('envs = ["jax:cartpole", "jax:cartpol"]', "", "unknown environment 'jax:cartpol'"),
     ('envs = ["jax:cartpole"]', '[config]\npolicy = "gaussian"', "needs a continuous (Box)"),
-    ('envs = ["jax:cartpole"]', '[grid]\n"spo.lr" = [1e-3]', "'spo.lr' in [grid] is an option of spo"),
-    ('envs = ["jax:cartpole"]', '[config]\n"fixpo.eps_kl" = 0.1', "option of fixpo, which no group"),
+    ('envs = ["jax:cartpole"]', '[grid]\n"spo.lr" = [1e-3]',
+     "'spo.lr' in [grid] is an option of spo"),
+    ('envs = ["jax:cartpole"]', '[config]\n"fixpo.eps_kl" = 0.1',
+     "option of fixpo, which no group"),
     ('envs = ["jax:cartpole"]', '[env_config."brax:hopper"]\nsteps = 10', "not in envs"),
-    ('envs = ["jax:cartpole"]', '[config]\nsteps = "1000"', "'steps' in [config] must be an integer"),
+    ('envs = ["jax:cartpole"]', '[config]\nsteps = "1000"',
+     "'steps' in [config] must be an integer"),
     ('envs = ["jax:cartpole"]', '[config]\ngamma = "high"', "'gamma' in [config] must be a number"),
     ('envs = ["jax:cartpole"]', '[grid]\ngamma = ["a"]', "[grid] 'gamma' must list numbers"),
 ]
@@ -347,7 +351,8 @@ def _pgjax(*args, env=None):
 @pytest.mark.slow
 def test_sigkilled_sweep_resumes_to_identical_records(tmp_path):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    ref_file, cut_file = _sweep_file(tmp_path, tmp_path / "ref"), _sweep_file(tmp_path, tmp_path / "cut")
+    ref_file, cut_file = _sweep_file(tmp_path, tmp_path / "ref"), _sweep_file(tmp_path,
+                                                                              tmp_path / "cut")
     subprocess.run(_pgjax("sweep", str(ref_file)), check=True, env=env, capture_output=True)
     # Kill the second run of the sweep mid-way: the first group is finished, the second has
     # checkpoints and records of some chunks.

@@ -8,12 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pgjax import TrainConfig, Trainer, run
+from pgjax import ConfigError, TrainConfig, Trainer, run
 from pgjax.algos import PPOConfig
 from pgjax.records import load_params
 from pgjax.runner import VmappedRuns, run_keys, stack_hparams
 
-SMALL = TrainConfig(env="jax:cartpole", num_envs=8, rollout_len=16, eval_every=3, eval_envs=4,
+SMALL = TrainConfig(env="jax:cartpole", diagnostics="full", num_envs=8, rollout_len=16,
+                    eval_every=3, eval_envs=4,
                     episode_length=100, steps=8 * 16 * 3 * 3, quiet=True,
                     ppo=PPOConfig(epochs=2, minibatches=4, ent_coef=0.01))
 
@@ -203,3 +204,26 @@ def test_fixed_reset_pool_restarts_every_episode_from_the_same_state():
             starts.append(np.array_equal(obs[t + 1, n], pool[n]))
     assert len(starts) > 20 and all(starts)
     assert isinstance(carry, RolloutCarry)
+
+
+def test_diagnostics_that_need_forward_passes_only_when_asked():
+    """--diagnostics cheap (the default) records what the update and rollout give for free;
+    full adds the trust-region, statistics and reset-state diagnostics; a record written
+    before the option existed reads as full (what it recorded)."""
+    keys = {}
+    for mode in ("cheap", "full"):
+        cfg = dataclasses.replace(SMALL, diagnostics=mode)
+        trainer = Trainer(cfg)
+        hp = cfg.base_hparams()
+        _, m = jax.jit(trainer.iteration)(jax.jit(trainer.init)(jax.random.PRNGKey(0), hp), hp)
+        keys[mode] = set(m)
+    extra = {"kl_mean", "kl_max", "ratio_dev_max", "entropy", "kl_stats_mean", "kl_stats_max",
+             "value_stats_shift", "kl_reset_mean", "kl_reset_max", "kl_reset_stats_max",
+             "mode_shift_reset_max"}
+    assert keys["full"] - keys["cheap"] == extra
+    assert {"approx_kl", "clip_frac", "grad_norm", "explained_variance", "obs_std_drift",
+            "train_return"} <= keys["cheap"]
+    assert TrainConfig().diagnostics == "cheap"
+    assert TrainConfig.from_record({"env": "jax:cartpole"}).diagnostics == "full"
+    with pytest.raises(ConfigError, match="--diagnostics with one of cheap, full"):
+        dataclasses.replace(SMALL, diagnostics="some").validate()

@@ -79,7 +79,8 @@ def test_trpo_accepted_steps_respect_delta_and_rejected_leave_params_unchanged()
             hp = {**TRPOConfig().traced(), "delta": delta}
             new, _, m = algo.update(params, algo.init(params, hp), batch, k_u, hp, 0.0)
             flat_old, unravel = ravel_pytree(params["actor"])
-            surrogate, mean_kl = policy_objectives(policy, batch, (batch.advantage - batch.advantage.mean())
+            surrogate, mean_kl = policy_objectives(policy, batch,
+                                                   (batch.advantage - batch.advantage.mean())
                                                    / (batch.advantage.std() + 1e-8), unravel)
             flat_new = ravel_pytree(new["actor"])[0]
             return (m["accepted"], mean_kl(flat_new), surrogate(flat_new) - surrogate(flat_old),
@@ -87,7 +88,8 @@ def test_trpo_accepted_steps_respect_delta_and_rejected_leave_params_unchanged()
 
         n = 96
         deltas = jnp.tile(jnp.array([1e-3, 1e-2, 0.1, 1.0]), n // 4)
-        acc, kl, gain, change = map(np.asarray, one(jax.random.split(jax.random.PRNGKey(ls_steps), n), deltas))
+        acc, kl, gain, change = map(np.asarray, one(jax.random.split(jax.random.PRNGKey(ls_steps),
+                                                                     n), deltas))
         acc = acc > 0.5
         deltas = np.asarray(deltas)
         assert (kl[acc] <= deltas[acc] * (1 + 1e-5)).all()
@@ -111,7 +113,8 @@ def test_spo_loss_hand_values():
 def test_spo_gradient_points_back_to_trust_region_boundary():
     eps = 0.2
     grad = jax.vmap(jax.grad(lambda r, a: spo_surrogate(r, a, {"clip_eps": eps})))
-    r = jnp.concatenate([jnp.linspace(0.0, 1 - eps - 1e-3, 50), jnp.linspace(1 + eps + 1e-3, 5.0, 50)])
+    r = jnp.concatenate([jnp.linspace(0.0, 1 - eps - 1e-3, 50), jnp.linspace(1 + eps + 1e-3, 5.0,
+                                                                             50)])
     for a in (-2.0, -0.1, 0.1, 3.0):
         target = 1 + np.sign(a) * eps
         g = np.asarray(grad(r, jnp.full_like(r, a)))
@@ -125,7 +128,8 @@ def test_spo_gradient_points_back_to_trust_region_boundary():
     assert float(g_ppo) == 0.0
 
 
-FIXPO_SMALL = TrainConfig(env="jax:cartpole", algo="fixpo", num_envs=8, rollout_len=32,
+FIXPO_SMALL = TrainConfig(env="jax:cartpole", algo="fixpo", diagnostics="full", num_envs=8,
+                          rollout_len=32,
                           eval_every=4, eval_envs=2, episode_length=200, quiet=True,
                           steps=8 * 32 * 4 * 2,
                           fixpo=FixPOConfig(epochs=4, minibatches=4, fixup_minibatches=2,
