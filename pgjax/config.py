@@ -17,7 +17,7 @@ import tyro
 from pgjax.algos import (ALGORITHMS, BUILTIN, FixPOConfig, PPOConfig, PPOKLConfig, SPOConfig,
                          TRPOConfig)
 from pgjax.algos.multiagent import ALIASES, AgentsConfig
-from pgjax.envs import BraxOptions, GymOptions, family_of
+from pgjax.envs import BraxOptions, GymOptions, PlaygroundOptions, family_of
 from pgjax.errors import ConfigError
 from pgjax.kinds import NetConfig, RecurrentConfig, StatefulConfig, WindowConfig
 from pgjax.normalize import NormConfig
@@ -82,6 +82,8 @@ class TrainConfig(RunOptions):
     """brax: and mabrax: environments."""
     gym: GymOptions = GymOptions()
     """gym: environments."""
+    playground: PlaygroundOptions = PlaygroundOptions()
+    """playground: environments (MuJoCo Playground)."""
     ppo: PPOConfig = PPOConfig()
     """PPO settings."""
     trpo: TRPOConfig = TRPOConfig()

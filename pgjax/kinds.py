@@ -25,7 +25,8 @@ class PolicyKind(NamedTuple):
     ``memory``: it carries information between steps (single-agent training only);
     ``host_envs``: it can train on environments stepped on the host (Gymnasium);
     ``bounded_std``: it honours ``--net.std-max``; ``stochastic_eval``: its mode is not a
-    policy it trained as, so ``--eval-mode auto`` evaluates the sampled policy too."""
+    policy it trained as, so ``--eval-mode auto`` evaluates the sampled policy too;
+    ``image_obs``: it reads observations of more than one axis."""
 
     build: Callable
     summary: str
@@ -36,6 +37,7 @@ class PolicyKind(NamedTuple):
     host_envs: bool = True
     bounded_std: bool = False
     stochastic_eval: bool = False
+    image_obs: bool = False
 
 
 def register(name: str, kind: PolicyKind, *, replace: bool = False) -> PolicyKind:

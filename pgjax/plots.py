@@ -172,7 +172,8 @@ def plot_curves(df: pd.DataFrame, path, title: str = "", x: str = "env_steps") -
     else:
         ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:  # nothing to label: no episode ended yet
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 

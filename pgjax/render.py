@@ -12,6 +12,7 @@ plugin for mp4, pillow for gif).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -27,8 +28,9 @@ FORMATS = (".mp4", ".gif", ".html")
 MAX_FPS = 60  # Brax tasks step at 50-125 Hz: faster ones are subsampled to real time
 # the ways an environment family's episodes are drawn (``EnvFamily.renderer``): system, the
 # simulator states of a Brax System (images or Brax's html viewer); frames, the rgb frames a
-# Gymnasium environment renders
-RENDERERS = ("system", "frames")
+# gym_env renders; trajectory, the simulator states of a MuJoCo Playground episode drawn by
+# the task's own renderer
+RENDERERS = ("system", "frames", "trajectory")
 
 
 def _brax_sys(env):
@@ -73,6 +75,37 @@ def brax_episode(policy: TrainedPolicy, seed: int = 0, stochastic: bool = False,
         states.append(first(state))
         obs = ts.obs
     return sys_, dt, states, total
+
+
+def trajectory_episode(policy: TrainedPolicy, width: int, height: int, seed: int = 0,
+                       stochastic: bool = False, max_steps: int | None = None):
+    """(RGB frames of one episode of a MuJoCo Playground task, its return, seconds per
+    step): the episode stepped as in training, its simulator states drawn by the task."""
+    from pgjax.envs import make_env
+    from pgjax.envs.playground_env import load
+
+    cfg = policy.cfg
+    raw, _ = load(cfg.env.partition(":")[2], cfg.playground.impl)
+    env = make_env(cfg.env, 1, cfg.episode_length, cfg.playground, observe=cfg.observe)
+    reset, step = jax.jit(env.reset), jax.jit(env.step)
+    state, obs = reset(jax.random.PRNGKey(seed))
+    first = lambda s: jax.tree.map(lambda x: np.asarray(x[0]), s.sim)
+    states, total, act = [first(state)], 0.0, _actions(policy, stochastic, seed)
+    for t in range(max_steps or env.spec.max_episode_steps):
+        state, ts = step(state, act(obs, t))
+        total += float(ts.reward[0])
+        if bool(ts.done[0]):
+            break  # the next state is a new episode's first
+        states.append(first(state))
+        obs = ts.obs
+    quiet = os.environ.get("TQDM_DISABLE")
+    os.environ["TQDM_DISABLE"] = "1"  # its renderer's progress bar
+    try:
+        frames = raw.render(states, height=height, width=width)
+    finally:
+        if quiet is None:
+            os.environ.pop("TQDM_DISABLE", None)
+    return frames, total, raw.dt * cfg.playground.action_repeat
 
 
 def gym_episode(policy: TrainedPolicy, width: int, height: int, seed: int = 0,
@@ -163,6 +196,10 @@ def render(path, out, run: str | None = None, seed: int = 0, stochastic: bool = 
         stride = max(1, round(1.0 / (dt * (fps or MAX_FPS)))) if not fps else 1
         fps = fps or round(1.0 / (dt * stride))
         frames = image.render_array(sys_, states[::stride], height, width)
+    elif renderer == "trajectory":
+        frames, total, dt = trajectory_episode(policy, width, height, seed, stochastic,
+                                               max_steps)
+        fps = fps or min(MAX_FPS, round(1.0 / dt))
     else:
         frames, total = gym_episode(policy, width, height, seed, stochastic, max_steps)
         fps = fps or 30

@@ -37,10 +37,11 @@ from pgjax.algos.pieces import trust_region_stats
 from pgjax.algos.multiagent import make_combinator
 from pgjax.config import TrainConfig
 from pgjax.envs import family_of, make_env
+from pgjax.envs.core import check_env
 from pgjax.errors import ConfigError
 from pgjax.normalize import RunningStats, init_stats, normalize, scale_rewards, update_stats
 from pgjax.policies import ActorCritic, Forward, frozen_entries, make_joint_policy, refold
-from pgjax.registry import AGENT_SCHEMES, POLICY_KINDS
+from pgjax.registry import AGENT_SCHEMES, ENV_FAMILIES, POLICY_KINDS
 from pgjax.rollout import RolloutCarry, Transition, rollout
 
 
@@ -94,11 +95,19 @@ class EvalCarry(NamedTuple):
 # -- building the parts -------------------------------------------------------------------------
 def build_env(cfg: TrainConfig, num_envs: int):
     """The environment a policy kind trains on: the task (with ``--observe``), extended by
-    the kind where it keeps memory in the environment (S2PG's internal state, windows)."""
+    the kind where it keeps memory in the environment (S2PG's internal state, windows). A
+    plugin family's environments are checked (``check_env``); observations of more than one
+    axis (images) only go to a kind that takes them."""
     family = family_of(cfg.env)[0]
     options = getattr(cfg, family.options_key) if family.options_key else None
     env = make_env(cfg.env, num_envs, cfg.episode_length, options, cfg.observe)
+    if not ENV_FAMILIES.builtin(cfg.env.partition(":")[0]):
+        check_env(env, num_envs, cfg.env)
     kind = POLICY_KINDS.get(cfg.policy)
+    if len(env.spec.obs_shape) > 1 and not kind.image_obs:
+        raise ConfigError(f"{cfg.env} has observations of shape {env.spec.obs_shape} (images?); "
+                          f"--policy {cfg.policy} takes flat vectors: flatten them in the "
+                          f"environment, or register a policy kind that reads images")
     return kind.wrap_env(cfg, env) if kind.wrap_env is not None else env
 
 
@@ -202,9 +211,17 @@ def _like(x, ref):
 class Trainer:
     """The pure training functions of one (environment, policy kind, update rule, config)."""
 
-    def __init__(self, cfg: TrainConfig, env=None, eval_env=None, policy=None, algo=None):
+    def __init__(self, cfg: TrainConfig, env=None, eval_env=None, policy=None, algo=None, *,
+                 check_envs: bool = True):
+        """``env`` / ``eval_env``: environments built outside (checked against the config,
+        ``check_env``, unless ``check_envs`` is False: pgjax's own readers pass envs of
+        other sizes on purpose); ``policy`` / ``algo``: parts built outside."""
         cfg.validate()
         self.cfg = cfg
+        for given, n, name in ((env, cfg.num_envs, "the env"), (eval_env, cfg.eval_envs,
+                                                               "the eval_env")):
+            if check_envs and given is not None and given is not False:
+                check_env(given, n, f"{name} passed to Trainer")
         self.env = env if env is not None else build_env(cfg, cfg.num_envs)
         self.eval_env = eval_env if eval_env is not None else build_env(cfg, cfg.eval_envs)
         self.policy = policy if policy is not None else build_policy(cfg, self.env)

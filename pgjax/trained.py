@@ -107,7 +107,7 @@ def evaluate(path, episodes: int = 16, seed: int = 0, stochastic: bool = False,
     runs = _finished_runs(root, record, only or run)
     cfg = in_process(dataclasses.replace(cfg, eval_envs=episodes))
     pairs = [(r["seed"], r["hparams"]) for r, _ in runs]
-    trainer = Trainer(cfg, env=build_env(cfg, 1))
+    trainer = Trainer(cfg, env=build_env(cfg, 1), check_envs=False)  # a stand-in train env
     try:
         fns = VmappedRuns(trainer)
         train_keys, eval_keys = run_keys(pairs)
@@ -176,7 +176,8 @@ class TrainedPolicy:
         self.cfg = cfg = TrainConfig.from_record(record["config"])
         (r, d), = _finished_runs(root, record, only or run)[:1]
         self.run, self.seed, self.root = r["id"], r["seed"], root
-        trainer = Trainer(in_process(cfg), env=build_env(cfg, 1), eval_env=False)
+        trainer = Trainer(in_process(cfg), env=build_env(cfg, 1), eval_env=False,
+                          check_envs=False)  # one env to act in
         self.env, self.policy, self.normalizer = trainer.env, trainer.policy, trainer.normalizer
         target = trainer.init_learner(jax.random.PRNGKey(0), {k: float(v) for k, v in
                                                              r["hparams"].items()})

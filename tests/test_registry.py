@@ -148,3 +148,85 @@ def test_registries_refuse_unknown_names_and_a_second_registration():
             ENV_FAMILIES.register("twice_registered_xyz", family, origin="/elsewhere/other.py")
     finally:
         del ENV_FAMILIES["twice_registered_xyz"]
+
+
+class _DictObsEnv:
+    """A batched environment whose observations are a dict (not pgjax's protocol)."""
+
+    def __init__(self, n=8):
+        from pgjax.envs import ActionSpace, EnvSpec
+
+        self.spec = EnvSpec("dict:env", (3,), ActionSpace("box", 1), n, 10)
+
+    def reset(self, key):
+        import jax.numpy as jnp
+
+        n = self.spec.num_envs
+        return jnp.zeros(n), {"vel": jnp.zeros((n, 1)), "pos": jnp.zeros((n, 2))}
+
+    def step(self, state, action):
+        raise AssertionError("never stepped")
+
+    def refresh(self, state):
+        return state
+
+    def close(self):
+        pass
+
+
+SMALL_CFG = dict(env="jax:cartpole", num_envs=8, rollout_len=16, eval_every=2, eval_envs=4,
+                 steps=512, quiet=True)
+
+
+def test_an_env_handed_to_the_trainer_is_checked_against_the_config():
+    from pgjax import TrainConfig, Trainer
+    from pgjax.envs import make_env
+
+    cfg = TrainConfig(**SMALL_CFG)
+    with pytest.raises(ConfigError, match="has 4 environments but the config asks for 8"):
+        Trainer(cfg, env=make_env("jax:cartpole", 4))
+    with pytest.raises(ConfigError, match="observations are a dict \\(keys pos, vel\\)"):
+        Trainer(TrainConfig(**{**SMALL_CFG, "env": "brax:inverted_pendulum"}),
+                env=_DictObsEnv())
+    Trainer(cfg, env=make_env("jax:cartpole", 8))  # the right size passes
+
+
+IMAGE_FAMILY = '''
+import jax, jax.numpy as jnp
+from pgjax.envs import ActionSpace, EnvFamily, EnvSpec, VectorEnv, register
+
+def make(name, n, length, options):
+    reset1 = lambda key: (jnp.zeros(()), jnp.zeros((8, 8, 3)))
+    step1 = lambda s, a: (s, jnp.zeros((8, 8, 3)), jnp.float32(0), jnp.bool_(False))
+    return VectorEnv(EnvSpec(f"pixels:{name}", (8, 8, 3), ActionSpace("discrete", 2), n,
+                             length or 10), reset1, step1)
+
+register("pixels", EnvFamily(make, "image observations"))
+'''
+
+
+def test_image_and_dict_observations_are_refused_in_one_line(tmp_path, capsys):
+    import gymnasium
+
+    plugin = tmp_path / "pixels_family.py"
+    plugin.write_text(IMAGE_FAMILY)
+    assert _train(tmp_path, "--plugins", str(plugin), "--env", "pixels:a") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "shape (8, 8, 3) (images?)" in err
+
+    class Pixels(gymnasium.Env):
+        observation_space = gymnasium.spaces.Box(0, 255, (8, 8, 3), np.uint8)
+        action_space = gymnasium.spaces.Discrete(2)
+
+    class Parts(gymnasium.Env):
+        observation_space = gymnasium.spaces.Dict(
+            {"pos": gymnasium.spaces.Box(-1, 1, (2,)), "vel": gymnasium.spaces.Box(-1, 1, (1,))})
+        action_space = gymnasium.spaces.Discrete(2)
+
+    for env_id, cls, words in (("PgjaxPixels-v0", Pixels, "image observations"),
+                               ("PgjaxParts-v0", Parts, "dict observations (keys pos, vel)")):
+        gymnasium.register(id=env_id, entry_point=cls, max_episode_steps=10)
+        assert _train(tmp_path, "--env", f"gym:{env_id}", "--num-envs", "1",
+                      name=env_id) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and words in err, err

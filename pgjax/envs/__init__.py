@@ -10,6 +10,8 @@ Environment ids are ``<family>:<name>``:
 - ``mabrax:<name>`` a Brax body split among cooperating agents, Multi-Agent MuJoCo style
   (``mabrax:halfcheetah_2x3``), see ``pgjax.envs.mabrax``
 - ``matrix:<game>`` one-step cooperative matrix games (``matrix:climbing``, ``matrix:penalty``)
+- ``playground:<Task>`` MuJoCo Playground's DM Control Suite tasks (``playground:CartpoleBalance``,
+  ``playground:CheetahRun``), see ``pgjax.envs.playground_env`` (``pip install 'pgjax[playground]'``)
 
 Each family is an ``EnvFamily`` registered in ``pgjax.registry.ENV_FAMILIES`` by
 ``register`` below, as a plugin registers its own.
@@ -25,6 +27,7 @@ from pgjax.envs.classic import CLASSIC, make_classic_env
 from pgjax.envs.core import ActionSpace, Env, EnvFamily, EnvSpec, TimeStep
 from pgjax.envs.functional import VectorEnv
 from pgjax.envs.gym_env import GymOptions
+from pgjax.envs.playground_env import PlaygroundOptions
 from pgjax.errors import ConfigError
 from pgjax.registry import ENV_FAMILIES
 
@@ -111,6 +114,12 @@ def _jax(name, num_envs, episode_length, options):
     return make_classic_env(name, num_envs, episode_length)
 
 
+def _playground(name, num_envs, episode_length, options: PlaygroundOptions):
+    from pgjax.envs.playground_env import make_playground_env
+
+    return make_playground_env(name, num_envs, episode_length, options)
+
+
 register("brax", EnvFamily(
     lambda name, n, length, o: make_brax_env(name, n, length or 1000, o.backend),
     "any brax.envs environment, stepped inside the compiled program",
@@ -124,6 +133,11 @@ register("mabrax", EnvFamily(_mabrax, "a Brax body split among cooperating agent
                              multi_agent=True))
 register("matrix", EnvFamily(_matrix, "one-step cooperative matrix games",
                              ("matrix:climbing",), multi_agent=True))
+register("playground", EnvFamily(_playground, "MuJoCo Playground's DM Control Suite tasks, "
+                                              "stepped inside the compiled program",
+                                 ("playground:CartpoleBalance",), PlaygroundOptions,
+                                 "playground", renderer="trajectory"))
 
-__all__ = ["ActionSpace", "BACKENDS", "ConfigError", "Env", "EnvFamily", "EnvSpec", "TimeStep",
+__all__ = ["ActionSpace", "BACKENDS", "BraxOptions", "ConfigError", "Env", "EnvFamily", "EnvSpec",
+           "GymOptions", "PlaygroundOptions", "TimeStep",
            "VectorEnv", "family_of", "make_env", "register"]

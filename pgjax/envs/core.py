@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple, Optional, Protocol
 
 import jax
+import jax.numpy as jnp
 from flax import struct
 
 from pgjax.errors import ConfigError  # noqa: F401  (raised by every env builder)
@@ -102,6 +103,46 @@ class EnvFamily(NamedTuple):
     host: bool = False
     multi_agent: bool = False
     renderer: Optional[str] = None
+
+
+def check_env(env, num_envs: int, where: str = "the environment") -> None:
+    """An environment from outside pgjax (handed to ``Trainer``, or built by a plugin's
+    family) against what the trainer will assume, in one line each: ``num_envs``
+    environments, observations one array of ``[num_envs, *spec.obs_shape]`` floats (a dict
+    is refused with its keys), actions within finite bounds, and ``step`` returning
+    ``[num_envs]`` rewards and boolean ``terminated`` / ``truncated``. Traces ``reset`` and
+    ``step`` (``jax.eval_shape``), so nothing runs; host environments are pgjax's own."""
+    spec = env.spec
+    if spec.num_envs != num_envs:
+        raise ConfigError(f"{where} has {spec.num_envs} environments but the config asks for "
+                          f"{num_envs} (--num-envs / --eval-envs); build it with num_envs="
+                          f"{num_envs}, or set the config to {spec.num_envs}")
+    if spec.action.kind == "box" and not (-float("inf") < spec.action.low < spec.action.high
+                                          < float("inf")):
+        raise ConfigError(f"{where}'s action bounds [{spec.action.low}, {spec.action.high}] "
+                          f"must be finite with low < high; give its ActionSpace finite bounds")
+    if spec.host:
+        return
+    state, obs = jax.eval_shape(env.reset, jax.random.PRNGKey(0))
+    if isinstance(obs, dict):
+        raise ConfigError(f"{where}'s observations are a dict (keys {', '.join(sorted(obs))}); "
+                          f"pgjax's policies read one array: concatenate the entries in the "
+                          f"environment (e.g. in sorted key order)")
+    want = (num_envs, *spec.obs_shape)
+    if getattr(obs, "shape", None) != want or not jnp.issubdtype(obs.dtype, jnp.floating):
+        raise ConfigError(f"{where}'s reset gives observations {getattr(obs, 'shape', obs)} "
+                          f"{getattr(obs, 'dtype', '')}, but its spec says {want} floats; make "
+                          f"them agree (EnvSpec.obs_shape, float32 observations)")
+    action = jax.ShapeDtypeStruct((num_envs, spec.action.n) if spec.action.kind == "box"
+                                  else (num_envs,),
+                                  jnp.float32 if spec.action.kind == "box" else jnp.int32)
+    _, ts = jax.eval_shape(env.step, state, action)
+    for field, kind in (("reward", jnp.floating), ("terminated", jnp.bool_),
+                        ("truncated", jnp.bool_)):
+        x = getattr(ts, field)
+        if x.shape != (num_envs,) or not jnp.issubdtype(x.dtype, kind):
+            raise ConfigError(f"{where}'s step gives {field} {x.shape} {x.dtype}; pgjax needs "
+                              f"[{num_envs}] {'floats' if kind is jnp.floating else 'bools'}")
 
 
 class Wrapper:

@@ -16,7 +16,8 @@ default next-step mode, ignores the action and returns only a reset observation)
 recorded transition is a real one. ``terminated`` and ``truncated`` stay apart; truncated
 episodes bootstrap from the real final observation.
 
-Spaces: Box observations (flattened to one vector) and Discrete observations (one-hot);
+Spaces: Box observations (flattened to one vector; image Boxes, uint8 with two or more axes,
+and Dict spaces are refused with the keys) and Discrete observations (one-hot);
 Box actions (the Gaussian policy's samples are clipped to the bounds before the env sees them;
 the unclipped sample is what is trained on) and Discrete actions. Any other space gets a
 ``ConfigError`` naming it.
@@ -71,6 +72,16 @@ class _ObsCodec:
 
     def __init__(self, env_id: str, space):
         spaces = _gym().spaces
+        if isinstance(space, spaces.Box) and len(space.shape) >= 2 and space.dtype == np.uint8:
+            raise ConfigError(
+                f"gym:{env_id} has image observations ({_space_name(space)}); pgjax's policy "
+                f"kinds take flat vectors: register a wrapped env id with vector observations "
+                f"(e.g. its state) and train on that id")
+        if isinstance(space, spaces.Dict):
+            raise ConfigError(
+                f"gym:{env_id} has dict observations (keys {', '.join(space.spaces)}); pgjax's "
+                f"policies read one array: register a wrapped env id that flattens them "
+                f"(gymnasium.wrappers.FlattenObservation, in its key order) and train on that id")
         if isinstance(space, spaces.Box):
             self.kind, self.shape = "box", (int(math.prod(space.shape)),)
         elif isinstance(space, spaces.Discrete):
