@@ -14,5 +14,13 @@ class TrainingError(RuntimeError):
     FixPO's fixup cap); the other runs and every record up to the failure are kept."""
 
 
+def check_choice(value, allowed, name: str, flag: str) -> None:
+    """A ``ConfigError`` unless ``value`` is one of ``allowed``: the option ``name``, set by
+    ``flag``."""
+    if value not in allowed:
+        raise ConfigError(f"unknown {name} '{value}'; pass {flag} with one of "
+                          f"{', '.join(allowed)}")
+
+
 EXIT_BAD_INPUT = 2  # the input was refused before anything ran (a one-line error)
 EXIT_RUNS_FAILED = 3  # training ran and some runs failed (non-finite values, rule errors)

@@ -12,7 +12,7 @@ import math
 from typing import Callable, NamedTuple, Optional
 
 from pgjax.envs.memory import StatefulEnv, WindowEnv
-from pgjax.errors import ConfigError
+from pgjax.errors import ConfigError, check_choice
 from pgjax.options import MAX_SIZE
 from pgjax.policies import make_actor_critic, make_recurrent_policy, make_stateful_policy
 from pgjax.registry import POLICY_KINDS, caller_file
@@ -85,9 +85,7 @@ class NetConfig:
             if any(size < 1 or size > MAX_SIZE for size in sizes):
                 raise ConfigError(f"net.{name} sizes must be in [1, {MAX_SIZE:,}], got {sizes}; "
                                   f"pass other --net.{name.replace('_', '-')} sizes")
-        if self.activation not in ACTIVATIONS:
-            raise ConfigError(f"unknown activation '{self.activation}'; pass --net.activation "
-                              f"with one of {', '.join(ACTIVATIONS)}")
+        check_choice(self.activation, tuple(ACTIVATIONS), "activation", "--net.activation")
         if not self.policy_head_gain > 0:
             raise ConfigError(f"net.policy_head_gain must be > 0, got {self.policy_head_gain}; "
                               f"pass a positive --net.policy-head-gain")

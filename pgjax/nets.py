@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from pgjax.distributions import Categorical, Gaussian
-from pgjax.errors import ConfigError
+from pgjax.errors import ConfigError, check_choice
 from pgjax.envs.core import ActionSpace
 
 ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "elu": nn.elu, "silu": nn.silu}
@@ -202,7 +202,7 @@ class RecurrentCritic(nn.Module):
         return h, y[..., 0]
 
 
-POLICIES = ("auto", "gaussian", "categorical", "stateful", "window", "recurrent")
+FEEDFORWARD = ("auto", "gaussian", "categorical")  # the feedforward kinds' distributions
 
 
 def activation_fn(name: str) -> Callable:
@@ -218,8 +218,7 @@ def feedforward_actor(action: ActionSpace, policy: str, hidden: Sequence[int],
     (Gaussian for Box, categorical for Discrete) or an explicit kind, checked against the
     environment's action space."""
     act = activation_fn(activation)
-    if policy not in POLICIES[:3]:
-        raise ConfigError(f"unknown policy '{policy}'; use --policy with one of {', '.join(POLICIES)}")
+    check_choice(policy, FEEDFORWARD, "feedforward policy", "policy=")
     if policy == "auto":
         policy = "gaussian" if action.kind == "box" else "categorical"
     if policy == "gaussian":

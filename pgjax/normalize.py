@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from pgjax.errors import ConfigError
+from pgjax.errors import ConfigError, check_choice
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,9 +37,8 @@ class NormConfig:
     """Multiply every reward by this constant first (Brax's reward_scaling)."""
 
     def validate(self, cfg) -> None:
-        if self.obs_stats not in ("running", "preserve"):
-            raise ConfigError(f"unknown norm.obs_stats '{self.obs_stats}'; pass "
-                              f"--norm.obs-stats running or preserve")
+        check_choice(self.obs_stats, ("running", "preserve"), "norm.obs_stats",
+                     "--norm.obs-stats")
         if self.value_norm and self.normalize_reward:
             raise ConfigError("--norm.value-norm scales the value targets instead of the "
                               "rewards; pass --norm.no-normalize-reward with it")

@@ -54,18 +54,17 @@ def _actions(policy: TrainedPolicy, stochastic: bool, seed: int):
     return act
 
 
-def brax_episode(policy: TrainedPolicy, seed: int = 0, stochastic: bool = False,
-                 max_steps: int | None = None):
-    """(brax System, seconds per step, the simulator state at every step of one episode, its
-    return)."""
+def _episode(policy: TrainedPolicy, options, sim, seed: int, stochastic: bool,
+             max_steps: int | None):
+    """One episode of the run's task stepped as in training (one environment): (the env,
+    ``sim(state)`` of every state until the episode ends, its return)."""
     from pgjax.envs import make_env
 
     cfg = policy.cfg
-    env = make_env(cfg.env, 1, cfg.episode_length, cfg.brax, observe=cfg.observe)
-    sys_, dt = _brax_sys(env)
+    env = make_env(cfg.env, 1, cfg.episode_length, options, observe=cfg.observe)
     reset, step = jax.jit(env.reset), jax.jit(env.step)
     state, obs = reset(jax.random.PRNGKey(seed))
-    first = lambda s: jax.tree.map(lambda x: np.asarray(x[0]), s.sim.pipeline_state)
+    first = lambda s: jax.tree.map(lambda x: np.asarray(x[0]), sim(s))
     states, total, act = [first(state)], 0.0, _actions(policy, stochastic, seed)
     for t in range(max_steps or env.spec.max_episode_steps):
         state, ts = step(state, act(obs, t))
@@ -74,6 +73,16 @@ def brax_episode(policy: TrainedPolicy, seed: int = 0, stochastic: bool = False,
             break  # the next state is a new episode's first
         states.append(first(state))
         obs = ts.obs
+    return env, states, total
+
+
+def brax_episode(policy: TrainedPolicy, seed: int = 0, stochastic: bool = False,
+                 max_steps: int | None = None):
+    """(brax System, seconds per step, the simulator state at every step of one episode, its
+    return)."""
+    env, states, total = _episode(policy, policy.cfg.brax, lambda s: s.sim.pipeline_state,
+                                  seed, stochastic, max_steps)
+    sys_, dt = _brax_sys(env)
     return sys_, dt, states, total
 
 
@@ -81,23 +90,12 @@ def trajectory_episode(policy: TrainedPolicy, width: int, height: int, seed: int
                        stochastic: bool = False, max_steps: int | None = None):
     """(RGB frames of one episode of a MuJoCo Playground task, its return, seconds per
     step): the episode stepped as in training, its simulator states drawn by the task."""
-    from pgjax.envs import make_env
     from pgjax.envs.playground_env import load
 
     cfg = policy.cfg
     raw, _ = load(cfg.env.partition(":")[2], cfg.playground.impl)
-    env = make_env(cfg.env, 1, cfg.episode_length, cfg.playground, observe=cfg.observe)
-    reset, step = jax.jit(env.reset), jax.jit(env.step)
-    state, obs = reset(jax.random.PRNGKey(seed))
-    first = lambda s: jax.tree.map(lambda x: np.asarray(x[0]), s.sim)
-    states, total, act = [first(state)], 0.0, _actions(policy, stochastic, seed)
-    for t in range(max_steps or env.spec.max_episode_steps):
-        state, ts = step(state, act(obs, t))
-        total += float(ts.reward[0])
-        if bool(ts.done[0]):
-            break  # the next state is a new episode's first
-        states.append(first(state))
-        obs = ts.obs
+    _, states, total = _episode(policy, cfg.playground, lambda s: s.sim, seed, stochastic,
+                                max_steps)
     quiet = os.environ.get("TQDM_DISABLE")
     os.environ["TQDM_DISABLE"] = "1"  # its renderer's progress bar
     try:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Optional
 
 from pgjax.envs.pomdp import OBSERVE, observation_split
-from pgjax.errors import ConfigError
+from pgjax.errors import ConfigError, check_choice
 from pgjax.options import INT_MAX, check_counts
 from pgjax.registry import POLICY_KINDS
 
@@ -185,12 +185,8 @@ class RunOptions:
                                       or self.name in ("", ".", "..") or "\\" in self.name):
             raise ConfigError(f"run name '{self.name}' must be one directory name inside --out; "
                               f"pass --name without '/' or '..' (use --out for the parent)")
-        if self.diagnostics not in DIAGNOSTICS:
-            raise ConfigError(f"unknown diagnostics '{self.diagnostics}'; pass --diagnostics "
-                              f"with one of {', '.join(DIAGNOSTICS)}")
-        if self.eval_mode not in EVAL_MODES:
-            raise ConfigError(f"unknown eval_mode '{self.eval_mode}'; pass --eval-mode with one "
-                              f"of {', '.join(EVAL_MODES)}")
+        check_choice(self.diagnostics, DIAGNOSTICS, "diagnostics", "--diagnostics")
+        check_choice(self.eval_mode, EVAL_MODES, "eval_mode", "--eval-mode")
         if self.anneal_steps is not None:
             if not 1 <= self.anneal_steps <= 2**62:
                 raise ConfigError(f"anneal_steps must be >= 1, got {self.anneal_steps}; pass a "
@@ -199,9 +195,7 @@ class RunOptions:
                 raise ConfigError(f"anneal_steps {self.anneal_steps:,} is shorter than the run "
                                   f"({self.steps:,} steps): its learning rate would be 0 after "
                                   f"the horizon; pass --anneal-steps >= --steps, or drop it")
-        if self.reset_pool not in ("rollout", "fixed"):
-            raise ConfigError(f"unknown reset_pool '{self.reset_pool}'; pass --reset-pool "
-                              f"rollout or fixed")
+        check_choice(self.reset_pool, ("rollout", "fixed"), "reset_pool", "--reset-pool")
         if self.reset_pool == "fixed" and family.host:
             raise ConfigError("--reset-pool fixed applies to environments stepped in the "
                               "compiled program; a host environment resets itself every "

@@ -80,17 +80,15 @@ class AlgoConfig:
                  unit: str = "transitions (num_envs x rollout_len)") -> None:
         """Raise ConfigError (one line, naming the flag to change) for bad loop counts or
         a string field outside its ``CHOICES``."""
-        from pgjax.errors import ConfigError
+        from pgjax.errors import ConfigError, check_choice
 
         eps = getattr(self, "adam_eps", None)
         if eps is not None and not eps > 0:
             raise ConfigError(f"adam_eps must be > 0, got {eps}; pass a small positive "
                               f"--{prefix}.adam-eps (e.g. 1e-5)")
         for name, allowed in self.CHOICES.items():
-            if getattr(self, name) not in allowed:
-                raise ConfigError(f"unknown {name} '{getattr(self, name)}'; pass "
-                                  f"--{prefix}.{name.replace('_', '-')} with one of "
-                                  f"{', '.join(allowed)}")
+            check_choice(getattr(self, name), allowed, name,
+                         f"--{prefix}.{name.replace('_', '-')}")
         for name in self.COUNTS:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}; pass "

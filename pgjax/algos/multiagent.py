@@ -41,7 +41,7 @@ import jax.numpy as jnp
 from pgjax.algos.common import Algorithm, Batch
 from pgjax.algos.pieces import TRUST_REGION, trust_region_stats
 from pgjax.envs.multiagent import Partition
-from pgjax.errors import ConfigError
+from pgjax.errors import ConfigError, check_choice
 from pgjax.policies import ActorCritic
 from pgjax.registry import AGENT_SCHEMES, caller_file
 
@@ -107,12 +107,8 @@ class AgentsConfig:
         if POLICY_KINDS.get(cfg.policy).memory:
             raise ConfigError(f"--policy {cfg.policy} is single-agent; multi-agent training "
                               f"uses per-agent feedforward policies")
-        if self.order not in ORDERS:
-            raise ConfigError(f"unknown agents.order '{self.order}'; pass --agents.order with "
-                              f"one of {', '.join(ORDERS)}")
-        if self.obs not in AGENT_OBS:
-            raise ConfigError(f"unknown agents.obs '{self.obs}'; pass --agents.obs with one of "
-                              f"{', '.join(AGENT_OBS)}")
+        check_choice(self.order, ORDERS, "agents.order", "--agents.order")
+        check_choice(self.obs, AGENT_OBS, "agents.obs", "--agents.obs")
         if cfg.scheme is None and (self.obs != "local" or self.share_actor):
             raise ConfigError("--agents.obs and --agents.share-actor set multi-agent training; "
                               "drop them for single-agent training")

@@ -10,7 +10,7 @@ import dataclasses
 import functools
 import warnings
 
-from pgjax.errors import ConfigError
+from pgjax.errors import ConfigError, check_choice
 from pgjax.envs.core import ActionSpace, EnvSpec
 from pgjax.envs.functional import VectorEnv
 
@@ -25,9 +25,7 @@ class BraxOptions:
     """Brax physics backend: generalized, positional, spring or mjx."""
 
     def validate(self, cfg=None) -> None:
-        if self.backend not in BACKENDS:
-            raise ConfigError(f"unknown Brax backend '{self.backend}'; pass --brax.backend with "
-                              f"one of {', '.join(BACKENDS)}")
+        check_choice(self.backend, BACKENDS, "Brax backend", "--brax.backend")
 
 
 # What MuJoCo prints on import when its optional GPU backend (warp) is not installed, as

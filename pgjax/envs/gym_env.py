@@ -34,7 +34,7 @@ import numpy as np
 from flax import struct
 
 from pgjax.envs.core import ActionSpace, EnvSpec, TimeStep
-from pgjax.errors import ConfigError
+from pgjax.errors import ConfigError, check_choice
 
 VECTORIZATION = ("sync", "async")
 
@@ -52,9 +52,7 @@ class GymOptions:
         return dataclasses.replace(self, vectorization="sync")
 
     def validate(self, cfg=None) -> None:
-        if self.vectorization not in VECTORIZATION:
-            raise ConfigError(f"unknown vectorization '{self.vectorization}'; pass "
-                              f"--gym.vectorization with one of {', '.join(VECTORIZATION)}")
+        check_choice(self.vectorization, VECTORIZATION, "vectorization", "--gym.vectorization")
 
 
 def _gym():

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 
 from pgjax.envs.core import ActionSpace, EnvSpec
 from pgjax.envs.functional import VectorEnv
-from pgjax.errors import ConfigError
+from pgjax.errors import ConfigError, check_choice
 
 IMPLS = ("jax", "warp")
 
@@ -42,9 +42,7 @@ class PlaygroundOptions:
     settings use 1."""
 
     def validate(self, cfg=None) -> None:
-        if self.impl not in IMPLS:
-            raise ConfigError(f"unknown playground.impl '{self.impl}'; pass --playground.impl "
-                              f"with one of {', '.join(IMPLS)}")
+        check_choice(self.impl, IMPLS, "playground.impl", "--playground.impl")
         if self.action_repeat < 1:
             raise ConfigError(f"playground.action_repeat must be >= 1, got "
                               f"{self.action_repeat}; pass a positive --playground.action-repeat")
