@@ -176,7 +176,7 @@ def test_value_norm_keeps_advantages_raw_and_targets_in_return_std_units():
 def test_obs_stats_errors():
     with pytest.raises(ConfigError, match="--norm.obs-stats-steps 0"):
         SMALL.with_options({"norm.obs_stats_steps": -1}).validate()
-    with pytest.raises(ConfigError, match="--norm.obs-stats running or preserve"):
+    with pytest.raises(ConfigError, match="--norm.obs-stats with one of running, preserve"):
         SMALL.with_options({"norm.obs_stats": "frozen"}).validate()
     with pytest.raises(ConfigError, match="multi-agent"):
         dataclasses.replace(SMALL, algo="happo").with_options(
