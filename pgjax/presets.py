@@ -372,8 +372,48 @@ HAPPO_PAPER = Preset(
            "ppo.anneal_lr": "happo.yaml:28 (False); tuned configs: True for hopper_3x1, "
                             "humanoid_17x1, walker2d_2x3"})
 
+_DMC = "mujoco_playground/config/dm_control_suite_params.py"
+
+PLAYGROUND_DMC = Preset(
+    "playground-dmc",
+    "Brax PPO as MuJoCo Playground runs it on the DM Control Suite (playground: tasks): 2048 "
+    "envs, 16 epochs of 32 minibatches over 983,040 steps per update, 60M steps",
+    "google-deepmind/mujoco_playground 0.2.0 (PyPI): " + _DMC + " (brax_ppo_config); "
+    "google/brax @ 0b96d05: brax/training/agents/ppo/train.py, networks.py",
+    {"algo": "ppo", "gae_lambda": 0.95, "reset_pool": "fixed", "playground.action_repeat": 1,
+     "net.actor_hidden": (32, 32, 32, 32), "net.critic_hidden": (256, 256, 256, 256, 256),
+     "net.activation": "silu", "net.init_log_std": 0.0, "norm.normalize_obs": True,
+     "norm.obs_stats": "running", "norm.obs_stats_steps": 0, "norm.normalize_reward": False,
+     "norm.value_norm": False, **_brax_task(2048, 1024, 32, 16, 30, 0.995, 1e-2, 10.0,
+                                            60_000_000),
+     **_same(["ppo"], lr=1e-3, anneal_lr=False, adam_eps=1e-8, norm_adv=True, clip_eps=0.3,
+             clip_vloss=False, vf_coef=0.5, max_grad_norm=1e10, target_kl=0.0)},
+    per_task={"acrobotswingup": {"steps": 100_000_000},
+              "acrobotswingupsparse": {"steps": 100_000_000},
+              "swimmerswimmer6": {"steps": 100_000_000}, "walkerrun": {"steps": 100_000_000},
+              "ballincup": {"gamma": 0.95}, "fingerspin": {"gamma": 0.95}},
+    deviations=(
+        "the Brax policy and GAE differences of the brax preset (tanh-squashed Gaussian with "
+        "a state-dependent std; GAE per minibatch; truncation masked, here bootstrapped)",
+        "Playground's override for PendulumSwingup (action repeat 4, 4 epochs) is keyed "
+        "PendulumSwingUp and never applies in its own runs; this preset does not apply it "
+        "either (pass --playground.action-repeat 4 --ppo.epochs 4 for the intended one)",
+        "2048 envs x 480 steps per update hold about 1M transitions: on a small machine pass "
+        "fewer --num-envs (the same steps per update need a longer --rollout-len)"),
+    lines={"steps": _DMC + ": num_timesteps=60_000_000 (100M for Acrobot*, Swimmer*, "
+                           "WalkerRun)",
+           "num_envs": _DMC + ": num_envs=2048, batch_size=1024, num_minibatches=32, "
+                              "unroll_length=30",
+           "ppo.epochs": _DMC + ": num_updates_per_batch=16",
+           "gamma": _DMC + ": discounting=0.995 (0.95 for BallInCup, FingerSpin)",
+           "ppo.lr": _DMC + ": learning_rate=1e-3", "ppo.ent_coef": _DMC + ": entropy_cost=1e-2",
+           "norm.reward_scale": _DMC + ": reward_scaling=10.0",
+           "reset_pool": "mujoco_playground/_src/wrapper.py: wrap_for_brax_training "
+                         "(full_reset=False: each env restarts from its first state)"})
+
 PRESETS = {p.name: p for p in (CLEANRL, SPO_PAPER, FIXPO_PAPER, FIXPO_PAPER_PPO, S2PG_PAPER,
-                               S2PG_PAPER_MEMORYLESS, S2PG_PAPER_BPTT, HAPPO_PAPER, BRAX)}
+                               S2PG_PAPER_MEMORYLESS, S2PG_PAPER_BPTT, HAPPO_PAPER, BRAX,
+                               PLAYGROUND_DMC)}
 
 
 def task_key(env: str) -> str:

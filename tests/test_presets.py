@@ -17,7 +17,7 @@ ENVS = {"cleanrl": "gym:HalfCheetah-v5", "spo-paper": "gym:Hopper-v5",
         "fixpo-paper": "gym:Hopper-v5", "s2pg-paper": "brax:hopper",
         "happo-paper": "mabrax:halfcheetah_2x3", "brax": "brax:halfcheetah",
         "fixpo-paper-ppo": "gym:Hopper-v5", "s2pg-paper-memoryless": "brax:halfcheetah",
-        "s2pg-paper-bptt": "brax:hopper"}
+        "s2pg-paper-bptt": "brax:hopper", "playground-dmc": "playground:CheetahRun"}
 
 
 def _value(cfg: TrainConfig, key: str):
@@ -122,3 +122,16 @@ def test_presets_listing_names_each_source(capsys):
     for p in PRESETS.values():
         assert f"{p.name}: " in out and p.source in out
     assert "robfiras/s2pg" in out and "for hopper: ppo.clip_eps = 0.05" in out
+
+
+def test_playground_preset_holds_playgrounds_brax_ppo_settings():
+    """mujoco_playground 0.2.0's brax_ppo_config: 2048 envs, 32 minibatches of 1024
+    sequences of 30 steps per update (983,040 steps), 16 epochs, discount 0.995 (0.95 on
+    BallInCup and FingerSpin), 60M steps (100M on Acrobot, Swimmer and WalkerRun)."""
+    c = TrainConfig.from_preset("playground-dmc", env="playground:CheetahRun")
+    assert (c.num_envs, c.batch_size, c.ppo.minibatches, c.ppo.epochs) == (2048, 983_040, 32, 16)
+    assert (c.gamma, c.steps, c.ppo.lr, c.ppo.ent_coef, c.norm.reward_scale) == \
+        (0.995, 60_000_000, 1e-3, 1e-2, 10.0)
+    assert TrainConfig.from_preset("playground-dmc", env="playground:BallInCup").gamma == 0.95
+    assert TrainConfig.from_preset("playground-dmc", env="playground:WalkerRun").steps == \
+        100_000_000
