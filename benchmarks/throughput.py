@@ -23,9 +23,13 @@ from pgjax.envs import BraxOptions
 from pgjax.algos import PPOConfig
 
 
-def raw_stepping(env_id, num_envs, length, iters, chunks, backend):
-    """Random actions; the reset pool is refreshed once per ``length`` steps, as in training."""
-    env = make_env(env_id, num_envs, 1000, BraxOptions(backend))
+def raw_stepping(env_id, num_envs, length, iters, chunks, backend=None, options=None):
+    """Random actions; the reset pool is refreshed once per ``length`` steps, as in training.
+    ``options``: the family's settings (default: ``BraxOptions(backend)`` when a backend is
+    given, else the family's defaults)."""
+    if options is None and backend is not None:
+        options = BraxOptions(backend)
+    env = make_env(env_id, num_envs, 1000, options)
     spec = env.spec
 
     def sample(key):
