@@ -42,12 +42,15 @@ def main() -> None:
     p.add_argument("--num-envs", type=int, default=64)
     p.add_argument("--length", type=int, default=100, help="steps per compiled scan")
     p.add_argument("--chunks", type=int, default=2, help="timed scans after the first")
+    p.add_argument("--fixed", action="store_true",
+                   help="no reset-pool refresh between scans (--reset-pool fixed)")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "playground_dmc.json"))
     a = p.parse_args()
     rows = []
     for env_id in ["brax:halfcheetah"] + [f"playground:{t}" for t in (a.tasks or task_names())]:
         t = time.time()
-        sps, compile_s = raw_stepping(env_id, a.num_envs, a.length, 1, a.chunks)
+        sps, compile_s = raw_stepping(env_id, a.num_envs, a.length, 1, a.chunks,
+                                      refresh=not a.fixed)
         row = {"env": env_id, "steps_per_s": sps, "compile_s": compile_s,
                "wall_s": time.time() - t}
         if env_id.startswith("playground:"):
@@ -57,6 +60,7 @@ def main() -> None:
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps({"machine": platform.processor() or platform.machine(),
                                        "cpus": os.cpu_count(), "num_envs": a.num_envs,
+                                       "reset_pool": "fixed" if a.fixed else "rollout",
                                        "length": a.length, "results": rows}, indent=1))
     print(f"written to {a.out}")
 

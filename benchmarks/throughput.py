@@ -23,10 +23,12 @@ from pgjax.envs import BraxOptions
 from pgjax.algos import PPOConfig
 
 
-def raw_stepping(env_id, num_envs, length, iters, chunks, backend=None, options=None):
-    """Random actions; the reset pool is refreshed once per ``length`` steps, as in training.
-    ``options``: the family's settings (default: ``BraxOptions(backend)`` when a backend is
-    given, else the family's defaults)."""
+def raw_stepping(env_id, num_envs, length, iters, chunks, backend=None, options=None,
+                 refresh=True):
+    """Random actions; the reset pool is refreshed once per ``length`` steps, as in training
+    (``refresh=False``: never, as with ``--reset-pool fixed``). ``options``: the family's
+    settings (default: ``BraxOptions(backend)`` when a backend is given, else the family's
+    defaults)."""
     if options is None and backend is not None:
         options = BraxOptions(backend)
     env = make_env(env_id, num_envs, 1000, options)
@@ -44,7 +46,7 @@ def raw_stepping(env_id, num_envs, length, iters, chunks, backend=None, options=
         return (state, key, acc + ts.reward.sum() + ts.obs.sum()), None
 
     def rollout(c, _):
-        c = (env.refresh(c[0]),) + c[1:]
+        c = (env.refresh(c[0]),) + c[1:] if refresh else c
         return jax.lax.scan(step, c, None, length=length)[0], None
 
     chunk = jax.jit(lambda c: jax.lax.scan(rollout, c, None, length=iters)[0])
