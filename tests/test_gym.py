@@ -76,7 +76,7 @@ def test_specs_of_classic_and_mujoco_envs():
 @pytest.mark.parametrize("env_id, match", [
     ("gym:CartPole-v99", "unknown Gymnasium environment 'gym:CartPole-v99'"),
     ("gym:NoSuchEnv-v0", "registered id such as gym:CartPole-v1"),
-    ("gym:PgjaxDictObs-v0", "observation space Dict"),
+    ("gym:PgjaxDictObs-v0", r"dict observations \(keys a\)"),
     ("gym:PgjaxMultiBinary-v0", "action space MultiBinary"),
 ])
 def test_unsupported_envs_and_spaces_get_clear_errors(env_id, match):
@@ -90,7 +90,7 @@ def test_unsupported_space_error_from_cli(capsys, tmp_path):
     code = main(["train", "--env", "gym:PgjaxDictObs-v0", "--out", str(tmp_path)])
     assert code == 2
     err = capsys.readouterr().err.strip()
-    assert "observation space Dict" in err and len(err.splitlines()) == 1
+    assert "dict observations (keys a)" in err and len(err.splitlines()) == 1
 
 
 def _probe_rollout(runs=2, num_envs=3, rollout_len=25):
