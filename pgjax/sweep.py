@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import sys
 import time
 import tomllib

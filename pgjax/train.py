@@ -21,7 +21,6 @@ family (Gymnasium environments step on the host through callbacks, ``pgjax.envs.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 
 from typing import Any, NamedTuple

@@ -31,8 +31,6 @@ import dataclasses
 import functools
 from typing import NamedTuple
 
-import numpy as np
-
 from pgjax.envs.brax_env import brax_environment, make_brax_env
 from pgjax.errors import ConfigError
 from pgjax.envs.core import ActionSpace
