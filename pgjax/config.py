@@ -130,6 +130,12 @@ class TrainConfig(RunOptions):
                               f"got {type(cfg).__name__}")
         return dataclasses.replace(cfg, **dict(_parse_option(cls, o) for o in self.algo_options))
 
+    @property
+    def env_options(self):
+        """The settings of this run's environment family (its sub-config), or None."""
+        key = family_of(self.env)[0].options_key
+        return getattr(self, key) if key else None
+
     def used(self) -> tuple[str, ...]:
         """The sub-configs this run reads: normalisation, networks, its rule's, and those of
         its policy kind, environment family and agent setting."""

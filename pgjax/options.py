@@ -171,7 +171,7 @@ def sub_configs(cls) -> dict[str, type]:
 
 
 def with_options(cfg, options: dict, where: str, skip=lambda head: False,
-                 renamed: dict = {}):
+                 renamed: dict | None = None):
     """``cfg`` (a dataclass of options and sub-configs) with fields set from ``{name:
     value}``: ``<sub>.<field>`` sets a sub-config's field, except where ``skip(sub)`` (the
     options of a rule not selected); values are checked against the field's type. A name in
@@ -181,7 +181,7 @@ def with_options(cfg, options: dict, where: str, skip=lambda head: False,
     plain, nested = {}, {}
     for key, value in flat_options(options).items():
         key = key.replace("-", "_")
-        if key in renamed:
+        if renamed and key in renamed:
             raise ConfigError(f"option '{key}' in {where} is spelled '{renamed[key]}' now; "
                               f"write {renamed[key]}")
         head, dot, tail = key.partition(".")

@@ -35,7 +35,7 @@ from pgjax.algos.common import Batch
 from pgjax.algos.pieces import trust_region_stats
 from pgjax.algos.multiagent import make_combinator
 from pgjax.config import TrainConfig
-from pgjax.envs import family_of, make_env
+from pgjax.envs import make_env
 from pgjax.envs.core import check_env
 from pgjax.errors import ConfigError
 from pgjax.normalize import RunningStats, init_stats, normalize, scale_rewards, update_stats
@@ -97,9 +97,7 @@ def build_env(cfg: TrainConfig, num_envs: int):
     the kind where it keeps memory in the environment (S2PG's internal state, windows). A
     plugin family's environments are checked (``check_env``); observations of more than one
     axis (images) only go to a kind that takes them."""
-    family = family_of(cfg.env)[0]
-    options = getattr(cfg, family.options_key) if family.options_key else None
-    env = make_env(cfg.env, num_envs, cfg.episode_length, options, cfg.observe)
+    env = make_env(cfg.env, num_envs, cfg.episode_length, cfg.env_options, cfg.observe)
     if not ENV_FAMILIES.builtin(cfg.env.partition(":")[0]):
         check_env(env, num_envs, cfg.env)
     kind = POLICY_KINDS.get(cfg.policy)

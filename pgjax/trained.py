@@ -37,11 +37,10 @@ from pgjax.train import Trainer, build_env
 def in_process(cfg: TrainConfig) -> TrainConfig:
     """``cfg`` with its environment family's settings for stepping in this process (a
     family's options may say how, with ``in_process()``: Gymnasium's sync vector env)."""
-    family = family_of(cfg.env)[0]
-    options = getattr(cfg, family.options_key) if family.options_key else None
+    options = cfg.env_options
     if not hasattr(options, "in_process"):
         return cfg
-    return dataclasses.replace(cfg, **{family.options_key: options.in_process()})
+    return dataclasses.replace(cfg, **{family_of(cfg.env)[0].options_key: options.in_process()})
 
 def _run_dir_root(path) -> tuple[Path, str | None]:
     """(run directory, run id or None) for a run directory or one of its ``runs/<id>``."""
