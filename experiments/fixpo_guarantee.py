@@ -13,25 +13,22 @@ reads the paper-preset sweep (``experiments/sweeps/fixpo_paper.toml``).
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
+
+from pgjax import results
 
 
 def load(sweep: Path) -> pd.DataFrame:
-    frames = []
-    for root in sorted(p.parent for p in sweep.glob("*/config.json")):
-        cfg = json.loads((root / "config.json").read_text())
-        if cfg["config"]["algo"] != "fixpo":
-            continue
-        for r in cfg["runs"]:
-            df = pd.read_csv(root / "runs" / r["id"] / "metrics.csv")
-            df["eps_kl"], df["c_beta"] = r["hparams"]["fixpo.eps_kl"], r["hparams"]["fixpo.c_beta"]
-            df["seed"], df["env"] = r["seed"], cfg["config"]["env"]
-            frames.append(df)
-    return pd.concat(frames, ignore_index=True)
+    """Every update of the FixPO runs under ``sweep`` (``pgjax.results``), with their eps_kl
+    and c_beta."""
+    df = results.metrics([sweep], command="fixpo_guarantee.py")
+    df = df[df["algo"] == "fixpo"].copy()
+    hp = dict(zip(results.run_table(df)["run"], results.run_table(df)["hparams"]))
+    df["eps_kl"] = df["run"].map(lambda r: hp[r]["fixpo.eps_kl"])
+    df["c_beta"] = df["run"].map(lambda r: hp[r]["fixpo.c_beta"])
+    return df
 
 
 def table(df: pd.DataFrame) -> pd.DataFrame:

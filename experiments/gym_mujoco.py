@@ -16,38 +16,27 @@ and ``curves.png`` (both returns over env steps). ``--plot-only`` redraws from e
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from pgjax import TrainConfig, run
-from pgjax.plots import bootstrap_ci
+from pgjax import TrainConfig, results, run
+from pgjax.results import bootstrap_ci
 
 
-def per_seed_curves(root: Path) -> pd.DataFrame:
-    """At every evaluation point: the eval return and the episode-weighted mean training
-    return over the updates of the chunk just finished."""
-    cfg = json.loads((root / "config.json").read_text())
-    frames = []
-    for r in cfg["runs"]:
-        path = root / "runs" / r["id"] / "metrics.csv"
-        if not path.exists():
-            continue
-        df = pd.read_csv(path)
-        every = cfg["config"]["eval_every"]
-        df["chunk"] = (df["iteration"] - 1).clip(lower=0) // every
-        df["weighted"] = df["train_return"].fillna(0) * df["episodes"].fillna(0)
-        g = df[df["iteration"] > 0].groupby("chunk")
-        train = (g["weighted"].sum() / g["episodes"].sum().replace(0, np.nan))
-        ev = df[df["eval_return"].notna() & (df["iteration"] > 0)].set_index("chunk")
-        frames.append(pd.DataFrame({"env_steps": ev["env_steps"], "eval_return":
-                                    ev["eval_return"], "train_return": train.reindex(ev.index),
-                                    "wall_time_s": ev["wall_time_s"], "seed": r["seed"],
-                                    "algo": cfg["config"]["algo"],
-                                    "env": cfg["config"]["env"]}))
-    return pd.concat(frames, ignore_index=True)
+def per_seed_curves(roots: list[Path]) -> pd.DataFrame:
+    """At every evaluation point after training started (``pgjax.results``): the eval return
+    and the episode-weighted mean training return over the updates of the chunk just
+    finished."""
+    df = results.metrics(roots, command="gym_mujoco.py")
+    keys = ("env", "algo", "seed", "run")
+    ev = results.return_points(df[df["iteration"] > 0], "eval_return", keys)
+    train = results.return_points(df, "train_return", keys)
+    out = ev.rename(columns={"value": "eval_return"}).merge(
+        train[list(keys) + ["env_steps", "value"]].rename(columns={"value": "train_return"}),
+        on=list(keys) + ["env_steps"], how="left")
+    return out.drop(columns=["point", "run"])
 
 
 def summarize(curves: pd.DataFrame) -> pd.DataFrame:
@@ -120,7 +109,7 @@ def main():
                                   name=name, resume=True)
                 run(cfg)
             roots.append(out / name)
-    curves = pd.concat([per_seed_curves(r) for r in roots if (r / "config.json").exists()])
+    curves = per_seed_curves([r for r in roots if (r / "config.json").exists()])
     table = summarize(curves)
     table.to_csv(out / "results.csv", index=False)
     plot(curves, out / "curves.png")

@@ -11,12 +11,13 @@ the fraction over training.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from pgjax import results
 
 OPTIMUM = {"matrix:climbing": 11.0, "matrix:penalty": 10.0}
 ORDER = ["happo", "hatrpo", "haspo", "hafixpo", "mappo", "ippo"]
@@ -34,21 +35,12 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
 
 
 def load(root: Path) -> pd.DataFrame:
-    """One row per (group, run, evaluated iteration): algo, env, seed, env_steps, eval_return."""
-    frames = []
-    for cfg_path in sorted(root.glob("*/config.json")):
-        group = cfg_path.parent
-        if not (group / "status.json").exists():
-            continue
-        cfg = json.loads(cfg_path.read_text())["config"]
-        for metrics in sorted(group.glob("runs/*/metrics.csv")):
-            df = pd.read_csv(metrics)
-            df = df[np.isfinite(df["eval_return"])][["env_steps", "eval_return"]].copy()
-            df["algo"], df["env"], df["run"] = cfg["algo"], cfg["env"], metrics.parent.name
-            frames.append(df)
-    if not frames:
+    """One row per (group, run, evaluation): algo, env, run, env_steps, eval_return, from
+    the finished run directories under ``root`` (``pgjax.results``)."""
+    df = results.load([root], command="matrix_games.py")
+    if not len(df):
         raise SystemExit(f"no finished run directories under {root}")
-    return pd.concat(frames, ignore_index=True)
+    return df[["algo", "env", "run", "env_steps", "eval_return"]]
 
 
 def main():

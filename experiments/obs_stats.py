@@ -24,9 +24,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from pgjax.plotting import find_run_dirs, load
-from pgjax.plots import bootstrap_ci
-from pgjax.records import is_finished
+from pgjax import results
+from pgjax.results import bootstrap_ci
 
 DRIFT = ["kl_mean", "kl_stats_mean", "kl_stats_max", "obs_std_drift", "obs_mean_drift",
          "value_stats_shift", "return_scale", "lr"]
@@ -34,8 +33,8 @@ DRIFT = ["kl_mean", "kl_stats_mean", "kl_stats_max", "obs_std_drift", "obs_mean_
 
 def variant(df: pd.DataFrame) -> pd.Series:
     """<rule> running / preserve / frozen after N / off, from the group directories' configs
-    (read by pgjax plot's loader into the group names)."""
-    g, d = df["group"], df["group_dir"]
+    (``pgjax.results`` puts them into the group names)."""
+    g, d = df["group"], df["dir"]
     rule = g.str.split(" ").str[0]
     stats = np.where(g.str.contains("obs_stats=preserve"), "preserve",
                      np.where(d.str.contains("_off") | g.str.contains("normalize_obs=False"),
@@ -159,10 +158,7 @@ def main():
     p.add_argument("paths", nargs="+", type=Path)
     p.add_argument("--out", type=Path, default=Path("experiments/results/obs_stats"))
     a = p.parse_args()
-    done = [d for d in find_run_dirs(a.paths) if is_finished(d)]
-    for d in sorted(set(find_run_dirs(a.paths)) - set(done)):
-        print(f"not finished, left out: {d}")
-    df = load(done)
+    df = results.metrics(a.paths, command="obs_stats.py")  # unfinished directories: noted
     df["variant"] = variant(df)
     a.out.mkdir(parents=True, exist_ok=True)
     res = per_seed(df)

@@ -11,22 +11,22 @@ acceptance rate — and a plot of max |r - 1| per update.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from pgjax import TrainConfig, run
+from pgjax import TrainConfig, results, run
 
 
-def diagnostics(root: Path) -> dict:
-    cfg = json.loads((root / "config.json").read_text())
-    frames = [pd.read_csv(root / "runs" / r["id"] / "metrics.csv").iloc[1:] for r in cfg["runs"]]
-    df = pd.concat(frames)
-    last = [f["eval_return"].dropna().iloc[-1] for f in frames]
-    out = {"algo": cfg["config"]["algo"], "env": cfg["config"]["env"], "seeds": len(frames),
-           "updates": len(df), "final_eval_return_mean": float(np.mean(last))}
+def diagnostics(rows: pd.DataFrame) -> dict:
+    """Trust-region statistics over every update of one run directory's runs
+    (``pgjax.results.metrics``)."""
+    df = rows[rows["iteration"] > 0]
+    last = results.finals(rows, "eval_return", window=0)["final"]
+    out = {"algo": rows["algo"].iloc[0], "env": rows["env"].iloc[0],
+           "seeds": rows["run"].nunique(), "updates": len(df),
+           "final_eval_return_mean": float(np.mean(last))}
     for col in ("ratio_dev_max", "kl_max"):
         out[f"{col}_median"] = float(df[col].median())
         out[f"{col}_p95"] = float(df[col].quantile(0.95))
@@ -56,8 +56,9 @@ def main():
                           name=f"{algo}_{a.env.replace(':', '-')}", resume=True).with_options(
             {"net.actor_hidden": tuple(a.actor_hidden)})
         rec = run(cfg)
-        rows.append(diagnostics(rec.root))
-        curves[algo] = pd.concat([pd.read_csv(d / "metrics.csv").iloc[1:] for d in rec.run_dirs])
+        metrics = results.metrics([rec.root], command="trust_region_diagnostics.py")
+        rows.append(diagnostics(metrics))
+        curves[algo] = metrics[metrics["iteration"] > 0]
     table = pd.DataFrame(rows)
     out = Path(a.out)
     table.to_csv(out / f"diagnostics_{a.env.replace(':', '-')}.csv", index=False)

@@ -22,7 +22,8 @@ from pgjax.errors import ConfigError
 from pgjax.kinds import NetConfig, RecurrentConfig, StatefulConfig, WindowConfig
 from pgjax.normalize import NormConfig
 from pgjax.options import (INT_MAX, LEGACY, RENAMED, _check_hparam, _parse_option, check_finite,
-                           config_class, load_plugins, parse_grid, with_options)
+                           config_class, fill_label, flat_options, load_plugins, parse_grid,
+                           with_options)
 from pgjax.registry import AGENT_SCHEMES, POLICY_KINDS
 from pgjax.run_options import RunOptions
 
@@ -163,6 +164,8 @@ class TrainConfig(RunOptions):
         load_plugins(self.plugins)
         family, _ = family_of(self.env)
         kind = POLICY_KINDS.get(self.policy)
+        if self.label:
+            fill_label(self.label, flat_options(self.to_dict()))
         self.algo_config  # unknown algorithm -> ConfigError
         if self.rule in BUILTIN and self.algo_options:
             raise ConfigError(f"--algo-options is for registered (plugin) rules; set "

@@ -164,6 +164,34 @@ def flat_options(options: dict) -> dict:
     return out
 
 
+def format_option(v) -> str:
+    """An option's value as group labels show it: ``64x64`` for a list, ``%g`` for a float."""
+    if isinstance(v, (list, tuple)):
+        return "x".join(str(x) for x in v)
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, dict):
+        return "{...}"
+    return str(v)
+
+
+def fill_label(label: str, options: dict) -> str:
+    """``label`` with every ``{option}`` replaced by that option's value in ``options``
+    (flat: ``{algo}``, ``{env}``, ``{policy}``, ``{ppo.lr}``); a ``ConfigError`` names an
+    unknown one."""
+    import re
+
+    def value(m):
+        key = m.group(1)
+        if key not in options:
+            raise ConfigError(f"label '{label}' names {{{key}}}, which is not an option; use "
+                              f"option names such as {{algo}}, {{env}}, {{policy}}, "
+                              f"{{ppo.lr}}")
+        return format_option(options[key])
+
+    return re.sub(r"\{([^{}]+)\}", value, label)
+
+
 def sub_configs(cls) -> dict[str, type]:
     """The fields of dataclass ``cls`` that are configs of their own: name -> class."""
     return {f.name: f.type if isinstance(f.type, type) else type(f.default)

@@ -14,209 +14,63 @@ Writes, into ``--out`` (default: the first path), PNG and SVG of:
   with the min-max range;
 
 and the tables ``aggregate.csv`` (final returns per group: IQM, mean, median with 95% CIs,
-over every environment, scores min-max normalised per environment over all runs shown) and
+over every task, of scores normalised by each task's fixed references, ``pgjax.references``;
+with one task that has none, of its returns, and the ``scores`` column says so) and
 ``improvement.csv`` (probability of improvement P(X > Y) between every pair of groups, with a
-95% CI). With one environment the aggregate is over runs of that environment. Failed runs
-(``runs/<run>/status.json``) are left out of every curve and table, and never silently: each
-table has a ``failed_runs`` column, the legends say "k failed", and ``failures.csv`` lists each
-(run, update, error).
+95% CI). A run's final return is the mean of its evaluations over the last 5% of training
+(``--final-window``). Every table counts each group's finished, unfinished and failed runs:
+failed runs (``runs/<run>/status.json``) are left out of every curve and table, the legends
+say "k failed", and ``failures.csv`` lists each (run, update, error); unfinished ones are
+left out unless ``--include-unfinished``. Tables come from ``pgjax.results``.
 """
 from __future__ import annotations
 
 import argparse
-import itertools
-import json
-import os
 import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from pgjax import results
 from pgjax.errors import ConfigError
-from pgjax.rundir import (check_metrics, inspect, is_finished, read_json, readable,
-                          run_status)
-from pgjax.plots import (EVAL_SOURCES, RETURN_LABELS, curve_source, eval_source, return_points, run_group,
-                         with_chunks)
-
-
-def find_run_dirs(paths) -> list[Path]:
-    out = []
-    for p in map(Path, paths):
-        cands = [p] if (p / "config.json").exists() else sorted(
-            q.parent for q in p.rglob("config.json")
-            if ".trash" not in q.relative_to(p).parts)  # runs set aside by --overwrite
-        for c in cands:
-            if c != p and c.parent.name == "runs" and (c.parent.parent / "config.json").exists():
-                continue  # one run's own config.json (seed and hyperparameters)
-            found = inspect(c)
-            if found.state == "foreign":
-                continue
-            if found.state == "damaged":
-                if c == p:  # named on the command line: an error
-                    raise ConfigError(found.reason)
-                print(f"pgjax plot: note: {found.reason}; left out", file=sys.stderr)
-                continue
-            if found.state != "new" and c not in out:
-                out.append(c)
-    return out
-
-
-def _display_names(roots: list[Path]) -> dict:
-    """A unique short name per run directory: its path below the deepest folder that holds
-    them all (just the directory name when those are unique)."""
-    if len({r.name for r in roots}) == len(roots):
-        return {r: r.name for r in roots}
-    full = [r.resolve() for r in roots]
-    common = Path(os.path.commonpath([str(f.parent) for f in full]))
-    return {r: str(f.relative_to(common)) for r, f in zip(roots, full)}
-
-
-def _current(config: dict) -> dict:
-    """A recorded config in this version's layout (options that moved into a component's
-    config named as now), so runs recorded before and after compare option by option; as
-    recorded where it cannot be read back (a plugin that is not importable here)."""
-    from pgjax.config import TrainConfig
-
-    try:
-        return TrainConfig.from_record(config).to_dict()
-    except (ConfigError, TypeError, ValueError):
-        return config
-
-
-def _options(config: dict) -> dict:
-    """A run directory's options as flat ``name -> value``: a rule's config becomes
-    ``<rule>.<field>``, a plugin's ``algo_options`` entries ``<rule>.<name>``."""
-    out = {}
-    for k, v in config.items():
-        if k in _NOT_OPTIONS:
-            continue
-        if isinstance(v, dict):
-            out.update({f"{k}.{f}": x for f, x in v.items()})
-        elif k == "algo_options":
-            rule = config.get("algo", "rule")
-            for item in v or ():
-                name, _, value = str(item).partition("=")
-                out[f"{rule}.{name}"] = value
-        else:
-            out[k] = v
-    return out
+from pgjax.results import (EVAL_SOURCES, RETURN_LABELS, curve_source, eval_source,
+                           return_points)
 
 
 def load(paths, include_unfinished: bool = False) -> pd.DataFrame:
-    """Every metrics row of every finished run with columns group, env, algo, run (unique
-    id), seed; run directories that are unfinished (killed, or still training) are left
-    out with a note, or with ``include_unfinished`` kept as they are and counted in
-    ``.attrs["unfinished"]`` (their directory names). Runs are identified by their directory's path, so same-named directories in
-    different folders stay apart; a group is an (algorithm, varied grid values) within one
-    directory, and directories whose groups would coincide are told apart by every option
-    in which they differ (labelled by the options' short names). Failed runs are left out
-    of the rows and listed in ``.attrs["failed"]`` (env, group_dir, run, seed, update,
-    error), so every table can say how many it left out."""
-    roots = find_run_dirs(paths)
-    names = _display_names(roots)
-    frames, failed, configs, unfinished = [], [], {}, []
-    for root in roots:
-        if not readable(root, include_unfinished, "plot"):
-            continue
-        if not is_finished(root):
-            unfinished.append(names[root])
-        cfg = read_json(root / "config.json", "the run's config.json")
-        c, name = cfg["config"], names[root]
-        configs[name] = _options(_current(c))
-        for r in cfg["runs"]:
-            d = root / "runs" / r["id"]
-            group = run_group(cfg, r)
-            failure = run_status(d)
-            if failure is not None:
-                failed.append({"env": c["env"], "group_dir": name,
-                               "label": group,
-                               "run": f"{name}/{r['id']}", "seed": r["seed"],
-                               "update": failure.get("update"), "error": failure.get("error")})
-                continue
-            try:
-                if not (d / "metrics.csv").exists() or not check_metrics(d / "metrics.csv"):
-                    continue
-            except ConfigError as e:  # one damaged file does not stop the others' tables
-                print(f"pgjax plot: note: {e}; run left out", file=sys.stderr)
-                continue
-            df = with_chunks(pd.read_csv(d / "metrics.csv"), c)
-            df["algo"], df["env"] = c["algo"], c["env"]
-            df["group"] = group
-            df["group_dir"] = name
-            df["run"] = f"{name}/{r['id']}"
-            df["seed"] = r["seed"]
-            df["finished"] = name not in unfinished
-            frames.append(df)
+    """Every metrics row of the runs under ``paths`` (``results.metrics``; failed runs left
+    out and counted in ``results.run_table``); a one-line ``ConfigError`` when no run has
+    finished rows to show."""
+    df = results.metrics(paths, include_unfinished, command="plot")
+    table = results.run_table(df)
     where = ", ".join(map(str, paths))
-    if not frames and failed:
-        raise ConfigError(f"every one of the {len(failed)} runs under {where} failed (first: "
-                          f"{failed[0]['run']}, update {failed[0]['update']}: "
-                          f"{failed[0]['error']}); pass directories with finished runs")
-    if not frames:
+    if not len(df) and (table["status"] == "failed").any():
+        f = table[table["status"] == "failed"].iloc[0]
+        raise ConfigError(f"every one of the {int((table['status'] == 'failed').sum())} runs "
+                          f"under {where} failed (first: {f['run']}, update "
+                          f"{f['failed_update']}: {f['error']}); pass directories with "
+                          f"finished runs")
+    if not len(df):
         raise ConfigError(f"no finished run directories with metrics under {where}; pass run "
                           f"directories or folders that contain them (--include-unfinished "
                           f"to show unfinished ones as they are)")
-    df = pd.concat(frames, ignore_index=True)
-    for column in EVAL_SOURCES:  # an evaluation no run recorded: an empty column
-        if column not in df:
-            df[column] = np.nan
-    for (env, group), sub in df.groupby(["env", "group"]):
-        dirs = sorted(sub["group_dir"].unique())
-        if len(dirs) < 2:
-            continue
-        keys = sorted({k for d in dirs for k in configs[d]})
-        differ = [k for k in keys
-                  if len({json.dumps(configs[d].get(k), sort_keys=True) for d in dirs}) > 1]
-        labels = {d: ", ".join(f"{k.split('.')[-1]}={_fmt_option(configs[d].get(k))}"
-                               for k in differ) for d in dirs}
-        if len(set(labels.values())) < len(dirs):  # identical options: the directories
-            labels = {d: labels[d] + (", " if labels[d] else "") + f"dir={d}" for d in dirs}
-        for d in dirs:
-            mask = (df["env"] == env) & (df["group"] == group) & (df["group_dir"] == d)
-            df.loc[mask, "group"] = f"{group} ({labels[d]})" if "(" not in group else \
-                group[:-1] + f", {labels[d]})"
-    group_of = df.groupby("group_dir")["group"].first().to_dict()
-    for f in failed:  # the failed run's group, named as its directory's other runs are
-        f["group"] = group_of.get(f["group_dir"], f["label"])
-    df.attrs["failed"] = failed
-    df.attrs["unfinished"] = unfinished
     return df
 
 
 def failure_table(df: pd.DataFrame) -> pd.DataFrame:
     """The failed runs ``load`` left out: env, group, run, seed, update, error."""
-    cols = ["env", "group", "run", "seed", "update", "error"]
-    return pd.DataFrame([{k: f[k] for k in cols} for f in df.attrs.get("failed", [])],
-                        columns=cols)
+    return results.failures(results.run_table(df))
 
 
 def _failed_counts(df: pd.DataFrame) -> dict:
     """{(env, group): number of failed runs}."""
-    out = {}
-    for f in df.attrs.get("failed", []):
-        out[(f["env"], f["group"])] = out.get((f["env"], f["group"]), 0) + 1
-    return out
-
-
-_NOT_OPTIONS = {"name", "out", "resume", "overwrite", "quiet", "seeds", "seed", "grid",
-                "tensorboard", "wandb", "wandb_project", "distributed", "shard",
-                "checkpoint_every", "env"}
-
-
-def _fmt_option(v) -> str:
-    if isinstance(v, (list, tuple)):
-        return "x".join(str(x) for x in v)
-    if isinstance(v, dict):
-        return "{...}"
-    return str(v)
+    table = results.run_table(df)
+    return table[table["status"] == "failed"].groupby(["env", "group"]).size().to_dict()
 
 
 def _estimator(name):
-    from rliable import metrics
-
-    return {"iqm": metrics.aggregate_iqm, "mean": metrics.aggregate_mean,
-            "median": metrics.aggregate_median}[name]
+    return results._estimators()[name]
 
 
 def curves(df: pd.DataFrame, x: str, estimator: str, reps: int, seed: int = 0,
@@ -248,24 +102,10 @@ def curves(df: pd.DataFrame, x: str, estimator: str, reps: int, seed: int = 0,
                                        "source"])
 
 
-def final_returns(df: pd.DataFrame, source: str = "eval_return") -> pd.DataFrame:
-    """One row per run (env, group, run, value): its last held-out evaluation
-    (``eval_return``) or its last curve point of training episodes (``train_return``: the
-    stochastic policy's return over the last chunk in which episodes ended)."""
-    if source in EVAL_SOURCES:
-        ev = df[df[source].notna()]
-        last = ev.loc[ev.groupby("run")["iteration"].idxmax()]
-        return last[["env", "group", "run", source]].rename(
-            columns={source: "value"}).reset_index(drop=True)
-    pts = return_points(df, source, keys=("env", "group", "run"))
-    last = pts.loc[pts.groupby("run")["point"].idxmax()]
-    return last[["env", "group", "run", "value"]].reset_index(drop=True)
-
-
-def _warn_missing(df: pd.DataFrame, last: pd.DataFrame, source: str) -> None:
+def _warn_missing(df: pd.DataFrame, final: pd.DataFrame, source: str) -> None:
     """Name the groups that have no value of ``source`` (e.g. runs that recorded only the
     other evaluation policy) and are therefore left out of a table."""
-    missing = sorted(set(df["group"]) - set(last["group"]))
+    missing = sorted(set(df["group"]) - set(final["group"]))
     if missing:
         print(f"pgjax plot: warning: {', '.join(missing)} recorded no {source} and "
               f"{'is' if len(missing) == 1 else 'are'} left out of the tables; pass --returns "
@@ -273,75 +113,20 @@ def _warn_missing(df: pd.DataFrame, last: pd.DataFrame, source: str) -> None:
               file=sys.stderr)
 
 
-def final_scores(df: pd.DataFrame, source: str = "eval_return") -> dict:
-    """{group: [runs, envs]} final returns (``final_returns``), min-max normalised per env
-    over all runs (where every run scored the same, each is at the best any run reached: 1)."""
-    last = final_returns(df, source)
-    _warn_missing(df, last, source)
-    envs = sorted(last["env"].unique())
-    out = {}
-    for group, g in last.groupby("group"):
-        cols = []
-        for env in envs:
-            all_env = last[last["env"] == env]["value"]
-            lo, hi = all_env.min(), all_env.max()
-            v = g[g["env"] == env]["value"].to_numpy()
-            cols.append((v - lo) / (hi - lo) if hi > lo else np.ones_like(v))
-        if any(len(c) == 0 for c in cols):
-            missing = [e for e, c in zip(envs, cols) if len(c) == 0]
-            print(f"pgjax plot: warning: {group} has no runs on {', '.join(missing)}; it is "
-                  f"left out of the aggregate over environments", file=sys.stderr)
-            continue
-        n = min(len(c) for c in cols)
-        if any(len(c) > n for c in cols):
-            print(f"pgjax plot: warning: {group} has {', '.join(str(len(c)) for c in cols)} "
-                  f"runs on {', '.join(envs)}; the aggregate over environments uses the first "
-                  f"{n} of each", file=sys.stderr)
-        out[group] = np.stack([c[:n] for c in cols], axis=1)
-    return out
-
-
-def aggregate_tables(df: pd.DataFrame, reps: int, seed: int = 0, source: str = "auto"):
-    """The aggregate table (IQM, mean and median of the normalised final returns with
-    stratified-bootstrap CIs, and each env's mean final return) and the probability of
-    improvement of every pair of groups; final returns from ``source`` (``final_returns``)."""
-    from rliable import library as rly
-    from rliable import metrics
-
+def aggregate_tables(df: pd.DataFrame, reps: int, seed: int = 0, source: str = "auto",
+                     window: float = results.FINAL_WINDOW):
+    """The aggregate table (``results.aggregate``: IQM, mean and median of the final
+    returns normalised by each task's references, with stratified-bootstrap CIs, the runs'
+    status counts and each task's mean final return) and the probability of improvement
+    of every pair of groups; final returns (``results.finals``) from ``source``."""
     source = eval_source(df) if source == "auto" else source
-    scores = final_scores(df, source)
-    fns = {"iqm": metrics.aggregate_iqm, "mean": metrics.aggregate_mean,
-           "median": metrics.aggregate_median}
-    np.random.seed(seed)
-    point, ci = rly.get_interval_estimates(
-        scores, lambda s: np.array([f(s) for f in fns.values()]), reps=reps)
-    last = final_returns(df, source)
-    rows, failed = [], _failed_counts(df)
-    for group in scores:
-        row = {"group": group, "runs_per_env": scores[group].shape[0],
-               "envs": scores[group].shape[1],
-               "failed_runs": sum(n for (_, g), n in failed.items() if g == group),
-               "returns": RETURN_LABELS[source],
-               "unfinished_runs": int(df.loc[(df["group"] == group) & ~df["finished"], "run"]
-                                      .nunique()) if "finished" in df else 0}
-        for j, name in enumerate(fns):
-            row[f"{name}_normalised"] = point[group][j]
-            row[f"{name}_ci95_lo"], row[f"{name}_ci95_hi"] = ci[group][0, j], ci[group][1, j]
-        for env, g in last[last["group"] == group].groupby("env"):
-            row[f"final_return_mean[{env}]"] = g["value"].mean()
-        rows.append(row)
-    agg = pd.DataFrame(rows)
-    pairs = {f"{a} > {b}": (scores[a], scores[b])
-             for a, b in itertools.permutations(scores, 2)
-             if scores[a].shape == scores[b].shape}
-    prob = pd.DataFrame()
-    if pairs:
-        np.random.seed(seed)
-        p_point, p_ci = rly.get_interval_estimates(pairs, metrics.probability_of_improvement,
-                                                   reps=reps)
-        prob = pd.DataFrame([{"comparison": k, "probability_of_improvement": float(p_point[k]),
-                              "ci95_lo": float(np.ravel(p_ci[k])[0]),
-                              "ci95_hi": float(np.ravel(p_ci[k])[1])} for k in pairs])
+    final = results.finals(df, source, window)
+    _warn_missing(df, final, source)
+    agg, prob = results.aggregate(final, reps, seed)
+    agg.insert(1, "returns", RETURN_LABELS[source])
+    agg.insert(2, "final", f"mean of the evaluations over the last {window:.0%} of training"
+               if source in EVAL_SOURCES else
+               f"mean of the curve points over the last {window:.0%} of training")
     return agg, prob
 
 
@@ -524,12 +309,18 @@ def plot_main(argv: list[str]) -> int:
                         "its returns column what it shows")
     p.add_argument("--include-unfinished", action="store_true",
                    help="also show run directories that are unfinished (killed, or still "
-                        "training) as they are; tables count them in unfinished_runs")
+                        "training) as they are; tables count them in unfinished")
+    p.add_argument("--final-window", type=float, default=results.FINAL_WINDOW,
+                   help="a run's final return: the mean of its evaluations over this last "
+                        "fraction of its training (at least the last evaluation)")
     a = p.parse_args(argv)
     try:
         if a.reps < 1:
             raise ConfigError(f"--reps must be >= 1, got {a.reps}; pass a positive number of "
                               f"bootstrap resamples (e.g. --reps 2000)")
+        if not 0 <= a.final_window < 1:
+            raise ConfigError(f"--final-window must be in [0, 1), got {a.final_window}; pass "
+                              f"e.g. 0.05 (the last 5% of training)")
         df = load(a.paths, a.include_unfinished)
         for m in a.metric:
             _check_metric(df, m)
@@ -542,7 +333,7 @@ def plot_main(argv: list[str]) -> int:
     source = RETURNS[a.returns]
     suffix = "" if a.returns == "auto" else f"_{a.returns}"
     written += plot_returns(df, out, a.estimator, a.reps, source) + plot_trust_region(df, out)
-    agg, prob = aggregate_tables(df, a.reps, source=source)
+    agg, prob = aggregate_tables(df, a.reps, source=source, window=a.final_window)
     tables = {f"aggregate{suffix}.csv": agg, f"improvement{suffix}.csv": prob,
               "trust_region.csv": (tr := trust_region_table(df)),
               "failures.csv": (fails := failure_table(df))}
@@ -551,6 +342,10 @@ def plot_main(argv: list[str]) -> int:
         written.append(out / name)
     with pd.option_context("display.width", 160, "display.max_columns", 12):
         print(agg[[c for c in agg.columns if not c.startswith("final")]].to_string(index=False))
+        left = int((results.run_table(df)["status"] == "unfinished").sum())
+        if left and not a.include_unfinished:
+            print(f"{left} runs of unfinished run directories left out (--include-unfinished "
+                  f"shows them as they are)")
         if len(prob):
             print(prob.to_string(index=False))
         print(tr.to_string(index=False, float_format=lambda v: f"{v:.4g}"))

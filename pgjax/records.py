@@ -4,7 +4,9 @@
         config.json              resolved configuration, runs, package versions
         runs/<run_id>/config.json   the run's seed and traced hyperparameters
         runs/<run_id>/metrics.csv   one row per iteration from 0 (eval_* filled where the run
-                                    was evaluated, train_return where episodes ended)
+                                    was evaluated, train_return where episodes ended);
+                                    metrics.csv.gz, the same text compressed, once finished
+                                    (``rundir.metrics_file`` finds either)
         runs/<run_id>/params.msgpack  latest parameters and normaliser statistics
         runs/<run_id>/status.json   only if the run failed: the update and the error
         checkpoint/              latest training state (orbax), for --resume; removed once
@@ -45,7 +47,7 @@ from pgjax.config import TrainConfig
 from pgjax.errors import ConfigError
 from pgjax.rundir import (DirState, check_records, enclosing_run,  # noqa: F401
                           inspect, is_finished, read_json, read_rows, recorded_rows,
-                          run_status)
+                          run_status, METRICS, PACKED, pack_metrics)
 from pgjax.files import (atomic_write_bytes, atomic_write_json,  # noqa: F401 (re-exported)
                          interrupts_deferred,
                          remove_stale_temporaries)
@@ -127,7 +129,7 @@ class RunRecords:
         for d, (seed, hp) in zip(run_dirs, runs):
             d.mkdir(parents=True, exist_ok=True)
             atomic_write_json(d / "config.json", {"seed": seed, "hparams": hp})
-            for stale in ("metrics.csv", "status.json"):
+            for stale in (METRICS, PACKED, "status.json"):
                 (d / stale).unlink(missing_ok=True)
         return cls(root=root, run_dirs=run_dirs, eval_columns=eval_keys(cfg))
 
@@ -152,7 +154,7 @@ class RunRecords:
         run_dirs = [root / "runs" / r["id"] for r in cfg["runs"]]
         rows, failed, columns = [], {}, None
         for i, d in enumerate(run_dirs):
-            kept = [r for r in read_rows(d / "metrics.csv")
+            kept = [r for r in read_rows(d)
                     if int(float(r["iteration"])) <= upto_iteration]
             rows.append(kept)
             if kept and columns is None:
@@ -174,15 +176,16 @@ class RunRecords:
         """Rewrite run r's metrics.csv atomically (a kill never leaves a half-written row)."""
         import io
 
+        (self.run_dirs[r] / PACKED).unlink(missing_ok=True)  # a finish that a kill cut short
         if not self.rows[r]:
-            (self.run_dirs[r] / "metrics.csv").unlink(missing_ok=True)
+            (self.run_dirs[r] / METRICS).unlink(missing_ok=True)
             return
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=self.columns or list(self.rows[r][0].keys()),
                            lineterminator="\n")
         w.writeheader()
         w.writerows({k: cell(v) for k, v in row.items()} for row in self.rows[r])
-        atomic_write_bytes(self.run_dirs[r] / "metrics.csv", buf.getvalue().encode())
+        atomic_write_bytes(self.run_dirs[r] / METRICS, buf.getvalue().encode())
 
     def _append(self, rows_per_run: list[list[dict]]) -> None:
         for r, rows in enumerate(rows_per_run):
@@ -255,11 +258,14 @@ class RunRecords:
                 serialization.to_state_dict(tree)))
 
     def finish(self) -> None:
-        """Summary table and plot, then the ``status.json`` that marks the records complete."""
+        """Metrics compressed, summary table and plot, then the ``status.json`` that marks the
+        records complete."""
         from pgjax.plots import plot_run, summarize
 
         for sink in self.sinks:
             sink.close()
+        for d in self.run_dirs:
+            pack_metrics(d)
         summarize(self.root)
         plot_run(self.root)
         atomic_write_json(self.root / "status.json", {

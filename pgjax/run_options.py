@@ -75,6 +75,10 @@ class RunOptions:
     """Directory under which the run directory is created."""
     name: Optional[str] = None
     """Run directory name; default <algo>_<env>_<timestamp>."""
+    label: str = ""
+    """The name tables and figures give this run directory's groups (``{option}`` is
+    replaced by that option's value, e.g. "{algo} memoryless"); empty: the algorithm, with
+    the options that tell it apart from the other directories shown."""
     quiet: bool = False
     """Print no progress lines."""
     checkpoint_every: int = 1

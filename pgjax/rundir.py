@@ -5,6 +5,8 @@ that reads or writes one asks it."""
 from __future__ import annotations
 
 import csv
+import gzip
+import io
 import json
 from pathlib import Path
 from typing import NamedTuple
@@ -24,12 +26,50 @@ def read_json(path: Path, what: str, fix: str | None = None) -> dict:
             from None
 
 
-def read_rows(path: Path) -> list[dict]:
-    """The rows of a metrics.csv (none when there is no file)."""
-    if not path.exists():
+METRICS = "metrics.csv"  # a run's per-update rows while it trains
+PACKED = "metrics.csv.gz"  # the same rows, compressed, once its run directory has finished
+
+
+def metrics_file(run_dir) -> Path | None:
+    """Where a run's metrics rows are: ``metrics.csv`` (training, or finished before records
+    were compressed) or ``metrics.csv.gz`` (``pack_metrics``); None when it has none yet.
+    Every reader finds them here."""
+    for name in (METRICS, PACKED):
+        if (Path(run_dir) / name).exists():
+            return Path(run_dir) / name
+    return None
+
+
+def metrics_text(path: Path) -> str:
+    """The CSV text of a metrics file, plain or compressed (``OSError``/``UnicodeDecodeError``
+    /``EOFError`` for an unreadable one)."""
+    raw = Path(path).read_bytes()
+    if path.name.endswith(".gz"):
+        raw = gzip.decompress(raw)
+    return raw.decode("utf-8")
+
+
+def pack_metrics(run_dir) -> None:
+    """Replace a finished run's ``metrics.csv`` by ``metrics.csv.gz`` (the same text,
+    deterministic gzip: a third of the size; records are never written to again once
+    finished). The compressed file is whole before the plain one goes, so a kill in between
+    leaves both, with the same rows."""
+    from pgjax.files import atomic_write_bytes
+
+    plain = Path(run_dir) / METRICS
+    if not plain.exists():
+        return
+    atomic_write_bytes(Path(run_dir) / PACKED,
+                       gzip.compress(plain.read_bytes(), compresslevel=9, mtime=0))
+    plain.unlink()
+
+
+def read_rows(run_dir) -> list[dict]:
+    """The metrics rows of a run (none when it has no metrics file)."""
+    path = metrics_file(run_dir)
+    if path is None:
         return []
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+    return list(csv.DictReader(io.StringIO(metrics_text(path), newline="")))
 
 
 class DirState(NamedTuple):
@@ -98,8 +138,8 @@ def inspect(root) -> DirState:
             if isinstance(st, dict) and st.get("status") == "finished":
                 for r in record["runs"]:
                     d = root / "runs" / r["id"]
-                    if not (d / "metrics.csv").exists() and not (d / "status.json").exists():
-                        raise ConfigError(f"{d / 'metrics.csv'} is missing from a finished run; "
+                    if metrics_file(d) is None and not (d / "status.json").exists():
+                        raise ConfigError(f"{d / METRICS} is missing from a finished run; "
                                           f"restore it from a copy, or pass --overwrite to "
                                           f"train the run again (the old records are set "
                                           f"aside in .trash)")
@@ -117,21 +157,20 @@ def recorded_rows(root) -> dict:
     record = read_json(Path(root) / "config.json", "the run's config.json")
     out = {}
     for r in record["runs"]:
-        path = Path(root) / "runs" / r["id"] / "metrics.csv"
-        out[r["id"]] = len(read_rows(path))
+        out[r["id"]] = len(read_rows(Path(root) / "runs" / r["id"]))
     return out
 
 
 def check_metrics(path: Path) -> int:
-    """A run's ``metrics.csv`` is whole: it decodes, every row has its header's number of
-    cells, every cell is a number and the rows are iterations 0, 1, ... in order. Returns
-    the number of rows; a one-line ``ConfigError`` names the file and the line otherwise."""
+    """A run's metrics file (``metrics_file``) is whole: it decodes, every row has its
+    header's number of cells, every cell is a number and the rows are iterations 0, 1, ...
+    in order. Returns the number of rows; a one-line ``ConfigError`` names the file and the
+    line otherwise."""
     fix = "restore the file or pass --overwrite to start the run over (the old one is set " \
           "aside in .trash)"
     try:
-        with open(path, newline="", encoding="utf-8") as f:
-            rows = list(csv.reader(f))
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        rows = list(csv.reader(io.StringIO(metrics_text(path), newline="")))
+    except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile, csv.Error) as e:
         raise ConfigError(f"{path} is damaged ({type(e).__name__}); {fix}") from None
     header, body = (rows[0], rows[1:]) if rows else ([], [])
     if not header or header[0] != "iteration":
@@ -153,13 +192,13 @@ def check_metrics(path: Path) -> int:
 
 
 def check_records(root) -> None:
-    """Before a resume trains anything: every run's ``metrics.csv`` is whole
+    """Before a resume trains anything: every run's metrics file is whole
     (``check_metrics``)."""
     root = Path(root)
     cfg = read_json(root / "config.json", "the run's config.json")
     for r in cfg.get("runs", []):
-        path = root / "runs" / r["id"] / "metrics.csv"
-        if path.exists():
+        path = metrics_file(root / "runs" / r["id"])
+        if path is not None:
             check_metrics(path)
 
 

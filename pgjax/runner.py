@@ -178,7 +178,7 @@ class VmappedRuns:
         return self._call("restart", state, keys)
 
 
-RESUME_IGNORED = ("resume", "overwrite", "quiet", "name", "out", "tensorboard", "wandb", "wandb_project",
+RESUME_IGNORED = ("resume", "overwrite", "quiet", "label", "name", "out", "tensorboard", "wandb", "wandb_project",
                   "distributed", "shard", "checkpoint_every", "checkpoint_seconds")
 
 

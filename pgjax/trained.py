@@ -26,7 +26,8 @@ import pandas as pd
 from pgjax.config import TrainConfig
 from pgjax.envs import family_of
 from pgjax.errors import ConfigError
-from pgjax.plots import bootstrap_ci, run_group
+from pgjax import results
+from pgjax.results import bootstrap_ci
 from pgjax.records import load_params
 from pgjax.rundir import is_finished, read_json, readable, run_status
 from pgjax.runner import VmappedRuns, eval_keys_at, run_keys, stack_hparams
@@ -128,9 +129,11 @@ def evaluate(path, episodes: int = 16, seed: int = 0, stochastic: bool = False,
     finally:
         trainer.close()
     rows, finished = [], is_finished(root)
+    table = results.runs([root], include_unfinished=True, command="")
+    groups = dict(zip(table["id"], table["group"]))
     for (r, _), ret, length in zip(runs, returns, lengths):
         lo, hi = bootstrap_ci(ret)
-        rows.append({"group": run_group(record, r), "run": r["id"],
+        rows.append({"group": groups[r["id"]], "run": r["id"],
                      "seed": r["seed"], "finished": finished, "episodes": len(ret),
                      "policy": "stochastic" if stochastic else "deterministic",
                      "return_mean": float(ret.mean()), "ci95_lo": lo, "ci95_hi": hi,

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
+
+from pgjax.results import run_metrics
 
 
 def run_files(root: Path) -> dict:
@@ -17,8 +18,8 @@ def run_files(root: Path) -> dict:
         rel = str(p.relative_to(root))
         if p.is_dir() or "checkpoint" in p.parts or p.suffix in (".png", ".svg"):
             continue
-        if p.name == "metrics.csv":
-            out[rel] = pd.read_csv(p).drop(columns="wall_time_s").to_csv(index=False)
+        if p.name in ("metrics.csv", "metrics.csv.gz"):
+            out[rel] = run_metrics(p.parent).drop(columns="wall_time_s").to_csv(index=False)
         elif p.name == "sweep.json":
             st = json.loads(p.read_text())
             out[rel] = {g: {k: v for k, v in e.items() if k != "wall_time_s"}

@@ -9,12 +9,12 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pandas as pd
 import pytest
 
 from pgjax.algos.pieces import SGDState, adam_direction, run_epochs
 from pgjax.cli import main
 from pgjax.options import load_plugins
+from pgjax.results import run_metrics
 
 EXAMPLE = str(Path(__file__).resolve().parents[1] / "examples" / "ppo_epoch_kl_stop.py")
 EPOCHS, MINIBATCHES, LR, TARGET = 4, 3, 0.1, 5.0
@@ -81,7 +81,7 @@ def test_example_plugin_is_short_and_trains_through_the_cli(tmp_path):
                  "2", "--eval-envs", "2", "--quiet", "--out", str(tmp_path), "--name", "es",
                  "--ppo_es.lr", "0.01", "--ppo_es.kl-stop", "1e-4", "--ppo_es.minibatches",
                  "2", "--ppo_es.epochs", "4"]) == 0
-    steps = pd.read_csv(tmp_path / "es" / "runs" / "seed0" / "metrics.csv")["grad_steps"].dropna()
+    steps = run_metrics(tmp_path / "es" / "runs" / "seed0")["grad_steps"].dropna()
     assert len(steps) and (steps % 2 == 0).all() and (steps < 8).any()
 
 
@@ -107,7 +107,7 @@ def test_integer_and_bool_metrics_of_a_rule_are_recorded_as_numbers(tmp_path, re
                       eval_every=2, eval_envs=2, evals=2, steps=512, quiet=True,
                       out=str(tmp_path), name="c", custom=CountingConfig(minibatches=2))
     run(cfg)
-    df = pd.read_csv(tmp_path / "c" / "runs" / "seed0" / "metrics.csv")
+    df = run_metrics(tmp_path / "c" / "runs" / "seed0")
     trained = df[df["iteration"] > 0]
     assert (trained["steps_int"] == 20).all() and (trained["stopped"] == 0).all()
     assert not [w for w in recwarn if "cast" in str(w.message).lower()]

@@ -99,7 +99,7 @@ def test_an_existing_run_is_never_overwritten_without_a_choice(tmp_path, capsys)
 
     assert _train(tmp_path) == 0
     root = tmp_path / "r"
-    metrics = next(root.glob("runs/*/metrics.csv"))
+    metrics = next(root.glob("runs/*/metrics.csv.gz"))
     before = metrics.read_bytes()
     assert _train(tmp_path, "--ppo.lr", "1e-3") == 2
     err = capsys.readouterr().err.strip()

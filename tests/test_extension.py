@@ -6,9 +6,9 @@ import dataclasses
 import json
 
 import numpy as np
-import pandas as pd
 import pytest
 
+from pgjax.results import run_metrics
 from pgjax import ConfigError, TrainConfig, run
 from pgjax.cli import main
 
@@ -64,7 +64,7 @@ def test_plugin_rule_trains_through_run_with_grid(plugin, tmp_path):
     saved = json.loads((records.root / "config.json").read_text())
     assert saved["config"]["ratio_penalty"]["minibatches"] == 4
     assert saved["grid"]["ratio_penalty.beta"] == [0.5, 8.0]
-    m = [pd.read_csv(d / "metrics.csv") for d in records.run_dirs]
+    m = [run_metrics(d) for d in records.run_dirs]
     assert all(len(x) == cfg.num_iterations + 1 for x in m)
     # the penalty is live: a larger beta keeps the ratios closer to 1
     small_beta = np.mean([x["ratio_dev_max"].iloc[1:].mean() for x in m[:2]])
@@ -201,7 +201,7 @@ def test_kl_penalty_rule_from_the_pieces_trains_resumes_and_records_diagnostics(
     assert saved["config"]["klpen"]["lr"] == 1e-3 and saved["config"]["klpen"]["epochs"] == 2
     runs = sorted((tmp_path / "full" / "runs").iterdir())
     assert [r.name for r in runs] == ["d_targ=0.002_seed0", "d_targ=0.05_seed0"]
-    m = [pd.read_csv(r / "metrics.csv").iloc[1:] for r in runs]
+    m = [run_metrics(r).iloc[1:] for r in runs]
     for x in m:
         assert np.isfinite(x[["kl_mean", "kl_max", "ratio_dev_max", "entropy"]]).all().all()
         assert (x["kl_max"] >= x["kl_mean"]).all()

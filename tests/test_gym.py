@@ -18,6 +18,7 @@ import chex
 from pgjax.normalize import normalize
 from pgjax.runner import run, run_keys, stack_hparams
 from pgjax.train import Trainer
+from pgjax.results import run_metrics
 
 PROBE_LIMIT = 6
 
@@ -171,9 +172,8 @@ def _small(**kw):
 
 
 def _metrics(records):
-    import pandas as pd
 
-    return [pd.read_csv(d / "metrics.csv") for d in records.run_dirs]
+    return [run_metrics(d) for d in records.run_dirs]
 
 
 @pytest.mark.slow

@@ -1,17 +1,17 @@
 """Learning tests: returns reached within a budget, several seeds vmapped in one program."""
 import numpy as np
-import pandas as pd
 import pytest
 
 from pgjax import TrainConfig, run
 from pgjax.algos import PPOConfig
 from pgjax.kinds import RecurrentConfig, StatefulConfig
+from pgjax.results import run_metrics
 
 
 def eval_returns(records):
     """Per run, the eval returns (deterministic policy, --eval-envs episodes averaged) at
     every evaluation (``evals``: the last chunk only by default)."""
-    return [pd.read_csv(d / "metrics.csv")["eval_return"].dropna().to_numpy()
+    return [run_metrics(d)["eval_return"].dropna().to_numpy()
             for d in records.run_dirs]
 
 

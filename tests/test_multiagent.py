@@ -223,12 +223,13 @@ def test_every_scheme_trains_on_a_matrix_game(algo, tmp_path):
                       eval_every=2, eval_envs=2, seeds=2, quiet=True, out=str(tmp_path),
                       name="m")
     run(cfg)
-    import pandas as pd
 
-    files = sorted((tmp_path / "m" / "runs").glob("*/metrics.csv"))
+    from pgjax.results import run_metrics
+
+    files = sorted((tmp_path / "m" / "runs").glob("*/metrics.csv.gz"))
     assert len(files) == 2
     for f in files:
-        rows = pd.read_csv(f)
+        rows = run_metrics(f.parent)
         assert len(rows) == 3 and np.isfinite(rows["eval_return"].dropna()).all()
         assert np.isfinite(rows["pg_loss"].iloc[1:]).all()
 

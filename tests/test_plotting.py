@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from pgjax.plotting import aggregate_tables, final_scores, load, plot_main
+from pgjax.plotting import aggregate_tables, load, plot_main
+from pgjax.results import run_metrics
 
 
 def fake_run_dir(root, algo, env, finals):
@@ -41,34 +42,50 @@ def sweep(tmp_path):
     return tmp_path, np.array(a), np.array(b)
 
 
-def test_aggregates_match_hand_computation(sweep):
+def test_aggregates_match_hand_computation(sweep, monkeypatch):
+    """Scores normalised by the task's fixed references (random 0, maximum 100 here), never
+    by the runs shown: IQM, mean and P(X > Y) as computed by hand."""
+    from pgjax import references
+
+    monkeypatch.setitem(references.REFERENCES, "brax:x", references.Reference(
+        0.0, "test", 100.0, "test", 1000))
     root, a, b = sweep
     df = load([root])
-    scores = final_scores(df)
-    lo, hi = 10.0, 1000.0  # min-max over every run of the environment
-    np.testing.assert_allclose(scores["ppo"][:, 0], (a - lo) / (hi - lo))
     agg, prob = aggregate_tables(df, reps=200)
     row = agg.set_index("group")
-    np.testing.assert_allclose(row.loc["ppo", "iqm_normalised"],
-                               stats.trim_mean((a - lo) / (hi - lo), 0.25))
-    np.testing.assert_allclose(row.loc["trpo", "mean_normalised"], ((b - lo) / (hi - lo)).mean())
+    assert (agg["scores"] == "normalised").all()
+    np.testing.assert_allclose(row.loc["ppo", "iqm"], stats.trim_mean(a / 100, 0.25))
+    np.testing.assert_allclose(row.loc["trpo", "mean"], (b / 100).mean())
     # P(trpo > ppo) by counting pairs: trpo's i-th run beats ppo's runs 1..i and the outlier
     # beats all 8
     wins = sum((x > y) for x in b for y in a) / 64
     p = prob.set_index("comparison").loc["trpo > ppo", "probability_of_improvement"]
     np.testing.assert_allclose(p, wins)
-    assert (agg["iqm_ci95_lo"] <= agg["iqm_normalised"]).all()
-    assert (agg["iqm_normalised"] <= agg["iqm_ci95_hi"]).all()
+    assert (agg["iqm_ci95_lo"] <= agg["iqm"]).all()
+    assert (agg["iqm"] <= agg["iqm_ci95_hi"]).all()
 
 
-def test_runs_that_all_score_the_same_normalise_to_one_and_reach_the_target(tmp_path):
-    """Every run of both groups at the task's maximum: each is at the best any run reached
-    (normalised 1, not 0), and the trust-region table says all of them reached it."""
+def test_a_task_without_references_is_aggregated_unnormalised_and_says_so(sweep):
+    root, a, b = sweep
+    agg, _ = aggregate_tables(load([root]), reps=50)
+    row = agg.set_index("group")
+    assert row["scores"].str.startswith("unnormalised: brax:x has no reference").all()
+    np.testing.assert_allclose(row.loc["ppo", "mean"], a.mean())
+
+
+def test_runs_that_all_score_the_same_normalise_to_one_and_reach_the_target(tmp_path,
+                                                                             monkeypatch):
+    """Every run of both groups at the task's maximum: each normalises to 1 (not 0), and the
+    trust-region table says all of them reached it."""
+    from pgjax import references
+
+    monkeypatch.setitem(references.REFERENCES, "brax:x", references.Reference(
+        0.0, "test", 500.0, "test", 1000))
     fake_run_dir(tmp_path / "a", "ppo", "brax:x", [500.0] * 4)
     fake_run_dir(tmp_path / "b", "spo", "brax:x", [500.0] * 4)
     df = load([tmp_path])
     agg, _ = aggregate_tables(df, reps=50)
-    assert (agg["iqm_normalised"] == 1.0).all() and (agg["iqm_ci95_lo"] == 1.0).all()
+    assert (agg["iqm"] == 1.0).all() and (agg["iqm_ci95_lo"] == 1.0).all()
     from pgjax.plotting import trust_region_table
 
     tr = trust_region_table(df).set_index("group")
@@ -112,7 +129,10 @@ def test_train_returns_give_the_stochastic_policys_curves_and_final_returns(tmp_
             df.to_csv(f, index=False)
     assert plot_main([str(tmp_path), "--reps", "50", "--returns", "train"]) == 0
     agg = pd.read_csv(tmp_path / "aggregate_train.csv").set_index("group")
-    np.testing.assert_allclose(agg["final_return_mean[brax:x]"], [100.0, 300.0])
+    # final: the curve points over the last 5% of training (2,850 steps on): iteration 29
+    # (its chunk ended no episode: iteration 28's value carried) and 30
+    np.testing.assert_allclose(agg["final_return_mean[brax:x]"],
+                               [100.0 * 58 / 60, 300.0 * 58 / 60])
     prob = pd.read_csv(tmp_path / "improvement_train.csv").set_index("comparison")
     assert prob.loc["trpo > ppo", "probability_of_improvement"] == 1.0
     curve = pd.read_csv(tmp_path / "returns_train_brax-x.csv")
@@ -163,8 +183,8 @@ def test_failed_runs_are_counted_and_listed_never_silently_dropped(sweep, capsys
     df = load([root])
     assert df[df["group"] == "trpo"]["run"].nunique() == 7  # the failed run is left out ...
     agg, _ = aggregate_tables(df, reps=50)
-    assert agg.set_index("group").loc["trpo", "failed_runs"] == 1  # ... and counted
-    assert agg.set_index("group").loc["ppo", "failed_runs"] == 0
+    assert agg.set_index("group").loc["trpo", "failed"] == 1  # ... and counted
+    assert agg.set_index("group").loc["ppo", "failed"] == 0
     assert plot_main([str(root), "--reps", "50"]) == 0
     out = capsys.readouterr().out
     assert "1 failed runs left out" in out and "non-finite loss" in out
@@ -183,6 +203,9 @@ def test_plot_errors_are_one_line_with_exit_code_2(sweep, tmp_path, capsys):
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "--reps must be >= 1" in err
     assert plot_main([str(tmp_path / "nothing")]) == 2
+    assert "nothing does not exist" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert plot_main([str(tmp_path / "empty")]) == 2
     assert "no finished run directories with metrics" in capsys.readouterr().err
     for seed in range(8):
         _fail(root / "a_env1", f"seed{seed}", 3, "non-finite loss")
@@ -237,7 +260,7 @@ def test_trust_region_figure_adds_the_per_agent_kl_of_multi_agent_groups(tmp_pat
     fake_run_dir(tmp_path / "ppo_env", "ppo", "brax:x", [1.0, 2.0])
     fake_run_dir(tmp_path / "happo_env", "happo", "brax:x", [1.0, 2.0])
     for d in (tmp_path / "happo_env" / "runs").iterdir():
-        m = pd.read_csv(d / "metrics.csv")
+        m = run_metrics(d)
         m["agent_kl_max"] = m["kl_max"] / 3
         m.to_csv(d / "metrics.csv", index=False)
     drawn = {}

@@ -10,6 +10,7 @@ from pgjax.algos.common import Batch
 from pgjax.algos.pieces import (actor_critic_loss, clipped_surrogate, surrogate_objective,
                                 value_loss)
 from pgjax.algos.ppo import PPOConfig
+from pgjax.results import run_metrics
 from pgjax.distributions import Categorical, Gaussian, StatefulDistribution
 
 
@@ -145,7 +146,6 @@ def test_builtin_ppo_kl_through_the_cli(tmp_path):
     the batch KL the trainer records, and the clipped variant runs too."""
     import json
 
-    import pandas as pd
 
     from helpers import assert_adaptive_beta
     from pgjax.cli import main
@@ -159,5 +159,5 @@ def test_builtin_ppo_kl_through_the_cli(tmp_path):
                      clip, *(["--ppo_kl.clip"] if clip == "true" else [])]) == 0
         saved = json.loads((tmp_path / clip / "config.json").read_text())["config"]
         assert saved["ppo_kl"]["d_targ"] == 0.004 and saved["ppo_kl"]["clip"] == (clip == "true")
-        m = pd.read_csv(next((tmp_path / clip / "runs").iterdir()) / "metrics.csv").iloc[1:]
+        m = run_metrics(next((tmp_path / clip / "runs").iterdir())).iloc[1:]
         assert_adaptive_beta(m["beta"], m["kl_mean"], 0.5, 0.004)

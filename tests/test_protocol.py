@@ -19,13 +19,14 @@ from pgjax.kinds import StatefulConfig
 from pgjax.errors import ConfigError
 from pgjax.nets import GaussianActor
 from pgjax.runner import run
+from pgjax.results import run_metrics
 
 TINY = dict(env="jax:cartpole", num_envs=4, rollout_len=32, eval_every=2, eval_envs=4,
             quiet=True)
 
 
 def _metrics(root, run="seed0"):
-    return pd.read_csv(root / "runs" / run / "metrics.csv")
+    return run_metrics(root / "runs" / run)
 
 
 def test_a_shorter_run_is_an_exact_prefix_of_the_full_schedule(tmp_path):
@@ -98,13 +99,11 @@ def test_stateful_runs_record_both_evaluations(tmp_path):
 
 
 def test_plot_tables_name_the_evaluation_they_show(tmp_path):
-    from pgjax.plotting import aggregate_tables
-    from pgjax.plots import load_run_dir
+    from pgjax.plotting import aggregate_tables, load
 
     run(TrainConfig(**TINY, steps=512, evals=2, eval_mode="both", out=str(tmp_path),
                     name="b"))
-    df = load_run_dir(tmp_path / "b")
-    df["env"] = "jax:cartpole"
+    df = load([tmp_path / "b"])
     agg, _ = aggregate_tables(df, reps=50)
     assert agg["returns"].iloc[0] == "held-out eval return (stochastic policy)"
     agg, _ = aggregate_tables(df, reps=50, source="eval_return")

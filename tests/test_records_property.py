@@ -14,7 +14,6 @@ CI runs a bounded number of examples; ``PGJAX_PROPERTY_EXAMPLES=<n>`` runs more.
 """
 from __future__ import annotations
 
-import csv
 import io
 import json
 import os
@@ -31,7 +30,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 import pgjax.runner
 from helpers import Interrupt
 from pgjax.cli import main
-from pgjax.rundir import inspect
+from pgjax.rundir import inspect, read_rows
 
 EXAMPLES = int(os.environ.get("PGJAX_PROPERTY_EXAMPLES", "3"))
 STEPS = int(os.environ.get("PGJAX_PROPERTY_STEPS", "8"))
@@ -40,7 +39,7 @@ BASE = ["--env", "jax:cartpole", "--num-envs", "4", "--rollout-len", "32", "--ev
         "--eval-envs", "2", "--steps", "1024", "--checkpoint-seconds", "0", "--quiet"]
 EXIT_CODES = {0, 2, 3, 130}
 ITERATIONS = 8
-RECORDS = ["config.json", "status.json", "runs/seed0/metrics.csv", "runs/seed0/params.msgpack",
+RECORDS = ["config.json", "status.json", "runs/seed0/metrics.csv*", "runs/seed0/params.msgpack",
            "runs/seed0/config.json", "runs/seed0/status.json", "checkpoint/sha256.json",
            "checkpoint/*/*"]
 
@@ -59,7 +58,7 @@ def _call(argv: list[str]) -> tuple[int, str]:
 def _kept(root: Path) -> dict:
     """The bytes of a finished run's results (metrics and parameters)."""
     return {p.name: p.read_bytes() for p in (root / "runs" / "seed0").glob("*")
-            if p.name in ("metrics.csv", "params.msgpack")}
+            if p.name in ("metrics.csv", "metrics.csv.gz", "params.msgpack")}
 
 
 class RunRecordsMachine(RuleBasedStateMachine):
@@ -124,7 +123,7 @@ class RunRecordsMachine(RuleBasedStateMachine):
             assert code in EXIT_CODES and "Traceback" not in err, (code, err)
         if overwrite and code != 2:  # it replaced the finished run (set aside in .trash)
             if self.finished is not None:
-                assert any((self.tmp / ".trash").glob("r-*/runs/seed0/metrics.csv"))
+                assert any((self.tmp / ".trash").glob("r-*/runs/seed0/metrics.csv*"))
             self.finished = None
 
     @precondition(lambda self: self.root.exists())
@@ -134,7 +133,8 @@ class RunRecordsMachine(RuleBasedStateMachine):
         if not paths:
             return
         path = paths[len(paths) // 2]
-        if path.name in ("metrics.csv", "params.msgpack") and self.finished is not None:
+        if path.name in ("metrics.csv", "metrics.csv.gz", "params.msgpack") and \
+                self.finished is not None:
             self.finished = None  # the test changed the results itself
         if how == "delete":
             path.unlink()
@@ -178,8 +178,7 @@ class RunRecordsMachine(RuleBasedStateMachine):
             d = self.root / "runs" / r["id"]
             if (d / "status.json").exists():
                 continue
-            with open(d / "metrics.csv", newline="") as f:
-                rows = list(csv.DictReader(f))
+            rows = read_rows(d)
             assert [int(float(x["iteration"])) for x in rows] == list(range(ITERATIONS + 1))
 
 

@@ -10,9 +10,9 @@ import re
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
+from pgjax.results import run_metrics
 from pgjax import ConfigError, load_policy
 from pgjax.cli import main
 
@@ -58,7 +58,7 @@ def _train(tmp_path, *args, name="r"):
 
 
 def _metrics(tmp_path, name="r", run="seed0"):
-    return pd.read_csv(tmp_path / name / "runs" / run / "metrics.csv")
+    return run_metrics(tmp_path / name / "runs" / run)
 
 
 def test_an_env_family_from_a_plugin_trains_sweeps_evaluates_and_reloads(tmp_path, capsys):
@@ -84,7 +84,7 @@ def test_an_env_family_from_a_plugin_trains_sweeps_evaluates_and_reloads(tmp_pat
                      f'steps = 2048\nnum_envs = 8\nrollout_len = 32\neval_every = 4\n'
                      f'eval_envs = 2\nquiet = true\n')
     assert main(["sweep", str(sweep)]) == 0
-    assert (tmp_path / "s" / "ppo_point-3d" / "runs" / "seed0" / "metrics.csv").exists()
+    assert (tmp_path / "s" / "ppo_point-3d" / "runs" / "seed0" / "metrics.csv.gz").exists()
     # a name the family refuses, in one line
     assert _train(tmp_path, "--plugins", plugin, "--env", "point:two", name="bad") == 2
     assert "write point:<dim>d" in capsys.readouterr().err

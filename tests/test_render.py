@@ -14,6 +14,7 @@ import pytest
 from pgjax import TrainConfig, run
 from pgjax.algos import PPOConfig
 from pgjax.cli import main
+from pgjax.results import run_metrics
 
 TINY = TrainConfig(num_envs=8, rollout_len=16, eval_every=2, eval_envs=2, steps=8 * 16 * 2,
                    quiet=True, checkpoint_every=0, ppo=PPOConfig(epochs=1, minibatches=4))
@@ -46,7 +47,6 @@ def test_brax_episode_video_mp4_and_gif(brax_run, tmp_path, capsys):
 @pytest.mark.slow
 def test_gymnasium_mujoco_episode_video_and_eval(tmp_path, capsys):
     import numpy as np
-    import pandas as pd
 
     from pgjax.trained import evaluate
 
@@ -62,7 +62,7 @@ def test_gymnasium_mujoco_episode_video_and_eval(tmp_path, capsys):
     assert len(video) == frames == 31  # the first observation and 30 steps (no termination)
     assert video[0].shape == (48, 64, 3) and video[0].std() > 5
     assert any(not (f == video[0]).all() for f in video[1:])
-    last = pd.read_csv(records.run_dirs[0] / "metrics.csv")["eval_return"].dropna().iloc[-1]
+    last = run_metrics(records.run_dirs[0])["eval_return"].dropna().iloc[-1]
     np.testing.assert_allclose(evaluate(records.root, final_keys=True)["return_mean"], [last],
                                rtol=1e-5)
 

@@ -46,7 +46,7 @@ def test_overwrite_with_a_typo_leaves_the_finished_run_as_it_was(tmp_path, capsy
 def test_overwrite_sets_the_old_run_aside_until_the_new_one_finishes(tmp_path, monkeypatch):
     assert _train(tmp_path) == 0
     root = tmp_path / "r"
-    old_metrics = (root / "runs" / "seed0" / "metrics.csv").read_bytes()
+    old_metrics = (root / "runs" / "seed0" / "metrics.csv.gz").read_bytes()
     import pgjax.runner
 
     def crash(*a, **k):
@@ -54,7 +54,7 @@ def test_overwrite_sets_the_old_run_aside_until_the_new_one_finishes(tmp_path, m
 
     monkeypatch.setattr(pgjax.runner, "_train_chunks", crash)
     assert _train(tmp_path, "--overwrite", "--ppo.lr", "1e-3") == 130
-    kept = list((tmp_path / ".trash").glob("r-*/runs/seed0/metrics.csv"))
+    kept = list((tmp_path / ".trash").glob("r-*/runs/seed0/metrics.csv.gz"))
     assert len(kept) == 1 and kept[0].read_bytes() == old_metrics
     monkeypatch.undo()
     assert _train(tmp_path, "--overwrite", "--ppo.lr", "1e-3") == 0
@@ -70,7 +70,7 @@ def test_distinct_grid_values_never_share_a_run_directory(tmp_path):
     assert _train(tmp_path, "--grid", "ppo.lr=1e-4,1.000001e-4") == 0
     runs = json.loads((tmp_path / "r" / "config.json").read_text())["runs"]
     assert len({r["id"] for r in runs}) == 2
-    assert all((tmp_path / "r" / "runs" / r["id"] / "metrics.csv").exists() for r in runs)
+    assert all((tmp_path / "r" / "runs" / r["id"] / "metrics.csv.gz").exists() for r in runs)
 
 
 def test_a_copied_run_directory_resumes_under_its_new_name(tmp_path):
@@ -214,12 +214,16 @@ def test_plot_and_eval_leave_unfinished_runs_out_with_a_note(tmp_path, monkeypat
     assert main(["plot", str(cut.parent), "--reps", "20", "--out", str(cut.parent / "p")]) == 0
     out = capsys.readouterr()
     assert "killed is unfinished" in out.err and "--include-unfinished" in out.err
-    agg = pd.read_csv(cut.parent / "p" / "aggregate.csv")
-    assert len(agg) == 1 and agg["unfinished_runs"].tolist() == [0]
+    agg = pd.read_csv(cut.parent / "p" / "aggregate.csv").sort_values("unfinished")
+    # the table counts the unfinished run and says it used none of it
+    assert agg[["finished", "unfinished", "runs_used"]].values.tolist() == [[1, 0, 1],
+                                                                             [0, 1, 0]]
+    assert "1 runs of unfinished run directories left out" in out.out
     assert main(["plot", str(cut.parent), "--reps", "20", "--include-unfinished", "--out",
                  str(cut.parent / "q")]) == 0
-    agg = pd.read_csv(cut.parent / "q" / "aggregate.csv")
-    assert sorted(agg["unfinished_runs"]) == [0, 1]
+    agg = pd.read_csv(cut.parent / "q" / "aggregate.csv").sort_values("unfinished")
+    assert agg[["finished", "unfinished", "runs_used"]].values.tolist() == [[1, 0, 1],
+                                                                             [0, 1, 1]]
     assert main(["eval", str(cut), "--episodes", "2"]) == 2
     assert "unfinished" in capsys.readouterr().err
     assert main(["eval", str(cut), "--episodes", "2", "--include-unfinished", "--out",

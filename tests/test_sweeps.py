@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 
 from pgjax import TrainConfig, run
+from pgjax.results import run_metrics
 from pgjax.algos import FixPOConfig, PPOConfig
 from pgjax.envs import ConfigError
 from pgjax.sweep import Sweep
@@ -46,7 +47,7 @@ def test_resumed_run_matches_uninterrupted_run(algo, tmp_path, monkeypatch):
             run(dataclasses.replace(cfg, name="cut"))
     cut = tmp_path / "cut"
     assert not (cut / "status.json").exists()
-    rows = pd.read_csv(next((cut / "runs").iterdir()) / "metrics.csv")
+    rows = run_metrics(next((cut / "runs").iterdir()))
     assert rows["iteration"].max() == 2 * cfg.eval_every  # two chunks recorded, then the crash
     # what a kill between an atomic write's temporary file and its rename leaves behind
     (next((cut / "runs").iterdir()) / ".params.msgpack.4242.tmp").write_bytes(b"half")
@@ -215,7 +216,7 @@ def test_gymnasium_run_resumes_and_completes(tmp_path, monkeypatch):
         with pytest.raises(Interrupt):
             run(cfg)
     records = run(dataclasses.replace(cfg, resume=True))
-    df = pd.read_csv(records.run_dirs[0] / "metrics.csv")
+    df = run_metrics(records.run_dirs[0])
     assert df["iteration"].tolist() == list(range(0, 7))
     assert (records.root / "status.json").exists()
 
@@ -388,7 +389,7 @@ def test_nonfinite_run_is_recorded_and_others_carry_on(tmp_path):
     assert status["status"] == "failed" and "non-finite" in status["error"]
     assert f"update {status['update']}" in status["error"] and "lr=1000" in status["error"]
     assert not (good / "status.json").exists()
-    good_rows, bad_rows = pd.read_csv(good / "metrics.csv"), pd.read_csv(bad / "metrics.csv")
+    good_rows, bad_rows = run_metrics(good), run_metrics(bad)
     assert good_rows["iteration"].max() == cfg.num_iterations  # the other run carried on
     assert bad_rows["iteration"].max() == status["update"]  # records stop at the failure
     top = json.loads((records.root / "status.json").read_text())
@@ -438,8 +439,8 @@ def test_sweep_sharded_over_four_devices_equals_unsharded(tmp_path):
         runs = sorted(p.name for p in a.iterdir())
         assert len(runs) == n and runs == sorted(p.name for p in b.iterdir())
         for r in runs:
-            ma = pd.read_csv(a / r / "metrics.csv").drop(columns="wall_time_s")
-            mb = pd.read_csv(b / r / "metrics.csv").drop(columns="wall_time_s")
+            ma = run_metrics(a / r).drop(columns="wall_time_s")
+            mb = run_metrics(b / r).drop(columns="wall_time_s")
             _assert_same_records(ma, mb)
 
 
@@ -476,8 +477,8 @@ def test_two_processes_with_jax_distributed_equal_one_process(tmp_path):
         runs = sorted(p.name for p in (a / "runs").iterdir())
         assert runs == sorted(p.name for p in (b / "runs").iterdir())
         for r in runs:
-            ma = pd.read_csv(a / "runs" / r / "metrics.csv").drop(columns="wall_time_s")
-            mb = pd.read_csv(b / "runs" / r / "metrics.csv").drop(columns="wall_time_s")
+            ma = run_metrics(a / "runs" / r).drop(columns="wall_time_s")
+            mb = run_metrics(b / "runs" / r).drop(columns="wall_time_s")
             _assert_same_records(ma, mb)
 
 
@@ -506,7 +507,7 @@ def test_tensorboard_events_mirror_the_csv(tmp_path):
     for ev in _read_events(files[0]):
         for v in ev.summary.value:
             scalars[(v.tag, ev.step)] = v.simple_value
-    rows = pd.read_csv(d / "metrics.csv")
+    rows = run_metrics(d)
     last = rows.iloc[-1]
     assert scalars[("eval_return", int(last["env_steps"]))] == pytest.approx(last["eval_return"])
     assert scalars[("kl_max", int(last["env_steps"]))] == pytest.approx(last["kl_max"])

@@ -15,6 +15,7 @@ from pgjax.algos import PPOConfig
 from pgjax.cli import main
 from pgjax.runner import run_keys
 from pgjax.trained import evaluate
+from pgjax.results import run_metrics
 
 SMALL = TrainConfig(env="jax:cartpole", num_envs=8, rollout_len=16, eval_every=2, eval_envs=4,
                     episode_length=100, steps=8 * 16 * 2 * 2, quiet=True, checkpoint_every=0,
@@ -22,7 +23,7 @@ SMALL = TrainConfig(env="jax:cartpole", num_envs=8, rollout_len=16, eval_every=2
 
 
 def _last_eval(records):
-    return np.array([pd.read_csv(d / "metrics.csv")["eval_return"].dropna().iloc[-1]
+    return np.array([run_metrics(d)["eval_return"].dropna().iloc[-1]
                      for d in records.run_dirs])
 
 

@@ -12,6 +12,7 @@ from pgjax import ConfigError, TrainConfig, Trainer, run
 from pgjax.algos import PPOConfig
 from pgjax.records import load_params
 from pgjax.runner import VmappedRuns, run_keys, stack_hparams
+from pgjax.results import run_metrics
 
 SMALL = TrainConfig(env="jax:cartpole", diagnostics="full", num_envs=8, rollout_len=16,
                     eval_every=3, eval_envs=4,
@@ -62,10 +63,10 @@ def test_evaluations_run_inside_the_chunk_at_the_chunks_evals_picks(tmp_path):
     assert dataclasses.replace(cfg, evals=3).eval_chunks == (0, 3, 5)  # rounded half up
     assert dataclasses.replace(cfg, evals=40).eval_chunks == (0, 1, 2, 3, 4, 5)
     rec = run(dataclasses.replace(cfg, evals=3, name="e3"))
-    df = pd.read_csv(rec.run_dirs[0] / "metrics.csv")
+    df = run_metrics(rec.run_dirs[0])
     evaluated = df.loc[df["eval_return"].notna(), "iteration"].tolist()
     assert evaluated == [0, 3 * cfg.eval_every, 5 * cfg.eval_every], evaluated
-    default = pd.read_csv(run(dataclasses.replace(cfg, name="e1")).run_dirs[0] / "metrics.csv")
+    default = run_metrics(run(dataclasses.replace(cfg, name="e1")).run_dirs[0])
     train_cols = [c for c in df.columns if not c.startswith("eval_") and c != "wall_time_s"]
     pd.testing.assert_frame_equal(df[train_cols], default[train_cols])
     assert default["eval_return"].iloc[-1] == df["eval_return"].iloc[-1]
@@ -88,10 +89,10 @@ def test_same_seed_twice_gives_identical_metrics(tmp_path):
     a = run(dataclasses.replace(SMALL, out=str(tmp_path), name="a", seeds=2))
     b = run(dataclasses.replace(SMALL, out=str(tmp_path), name="b", seeds=2))
     for da, db in zip(a.run_dirs, b.run_dirs):
-        ma = pd.read_csv(da / "metrics.csv").drop(columns="wall_time_s")
-        mb = pd.read_csv(db / "metrics.csv").drop(columns="wall_time_s")
+        ma = run_metrics(da).drop(columns="wall_time_s")
+        mb = run_metrics(db).drop(columns="wall_time_s")
         pd.testing.assert_frame_equal(ma, mb)
-    fa, fb = (pd.read_csv(d.run_dirs[0] / "metrics.csv") for d in (a, b))
+    fa, fb = (run_metrics(d.run_dirs[0]) for d in (a, b))
     assert len(fa) == SMALL.num_iterations + 1
 
 
@@ -130,7 +131,7 @@ def test_records_directory(tmp_path):
     assert resolved["config"]["ppo"]["epochs"] == 2 and len(resolved["runs"]) == 4
     assert sorted(d.name for d in rec.run_dirs) == sorted(
         ["lr=0.001_seed0", "lr=0.001_seed1", "lr=0.0003_seed0", "lr=0.0003_seed1"])
-    df = pd.read_csv(rec.run_dirs[0] / "metrics.csv")
+    df = run_metrics(rec.run_dirs[0])
     for col in ("env_steps", "wall_time_s", "eval_return", "kl_mean", "kl_max", "ratio_dev_max",
                 "clip_frac", "entropy", "v_loss", "explained_variance", "grad_norm", "grad_steps",
                 "train_return"):
@@ -145,7 +146,7 @@ def test_records_directory(tmp_path):
     assert "actor" in p["params"] and p["obs_stats"]["mean"].shape == (4,)
     assert (root / "summary.csv").exists() and (root / "curve.png").exists()
     # hyperparameters really are traced: the two learning rates gave different runs
-    other = pd.read_csv(rec.run_dirs[2] / "metrics.csv")
+    other = run_metrics(rec.run_dirs[2])
     assert not np.allclose(df["pg_loss"].iloc[1:], other["pg_loss"].iloc[1:])
 
 

@@ -177,4 +177,4 @@ def test_fixpo_fixup_cap_raises_clear_error(tmp_path):
     with pytest.raises(TrainingError, match="fixup_max_passes.*--fixpo.lr.*update 1"):
         run(cfg)
     # records up to the failure are kept
-    assert (tmp_path / "cap" / "runs" / "seed0" / "metrics.csv").exists()
+    assert (tmp_path / "cap" / "runs" / "seed0" / "metrics.csv.gz").exists()

@@ -1,0 +1,502 @@
+"""Run directories as tables: the one reader of recorded results.
+
+    import pgjax.results as r
+    evals = r.load(["experiments/results/sweeps/spo_depth"])   # one row per run x evaluation
+    rows = r.metrics(["runs/ppo_hopper"])                      # one row per run x update
+    final = r.finals(evals)                                    # one row per run
+    table = r.aggregate(final)                                 # per group: IQM, mean, ... CIs
+
+Every frame has the columns ``dir`` (the run directory, named uniquely), ``run`` (``dir/id``),
+``seed``, ``env``, ``algo``, ``group`` and ``status``; ``load`` adds the run directory's
+options as columns (``num_envs``, ``ppo.lr``, ``net.actor_hidden``, ...). Each frame's
+``run_table(frame)`` lists every run found, one row each with its status: ``finished``,
+``unfinished`` (its directory has not finished: killed, or still training; its rows are left
+out unless ``include_unfinished``) or ``failed`` (non-finite values or an update rule's
+error: left out of every table, never silently).
+
+Groups: a run directory's runs form one group per grid point, named by the directory's
+``label`` (``--label``, a sweep's ``label = "..."``; ``{option}`` placeholders are filled
+in) or by its algorithm, with the grid values that vary inside it; directories whose groups
+would coincide are told apart by the options in which they differ and which their
+components read (``TrainConfig.used``: a memoryless policy's name never lists a carry size).
+
+Final returns (``finals``): the mean of a run's evaluations over the last ``window`` (5%) of
+its training, at least the last one (``k`` says how many; ``last`` keeps the single last
+evaluation). Normalised scores (``score``) use each task's fixed references
+(``pgjax.references``: a random policy's return and a documented maximum), never the runs
+being compared; a task without references is not normalised, and tables say so.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pgjax.errors import ConfigError
+from pgjax.options import fill_label, flat_options, format_option as _fmt
+from pgjax.references import reference_for
+from pgjax.rundir import (check_metrics, inspect, metrics_file, metrics_text, read_json,
+                          run_status)
+
+STATUSES = ("finished", "unfinished", "failed")
+# the recorded evaluations (``--eval-mode``), in the order ``auto`` prefers them: a policy's
+# own score is that of the actions it samples, where that evaluation was recorded
+EVAL_SOURCES = ("eval_return_stochastic", "eval_return")
+RETURN_LABELS = {"eval_return_stochastic": "held-out eval return (stochastic policy)",
+                 "eval_return": "held-out eval return (deterministic policy)",
+                 "train_return": "training-episode return (stochastic policy)"}
+EVAL_CURVE_POINTS = 3  # fewer evaluations per run than this: curves of training episodes
+FINAL_WINDOW = 0.05  # final return: the evaluations over the last 5% of training
+RUN_COLUMNS = ["dir", "run", "seed", "env", "algo", "group", "status"]
+# options that say where and how records are kept, not what was trained
+_NOT_OPTIONS = {"name", "out", "resume", "overwrite", "quiet", "seeds", "seed", "grid",
+                "tensorboard", "wandb", "wandb_project", "distributed", "shard",
+                "checkpoint_every", "checkpoint_seconds", "env", "label"}
+
+
+def find_run_dirs(paths, command: str = "results") -> list[Path]:
+    """The run directories at or under ``paths`` (runs set aside by ``--overwrite`` in
+    ``.trash`` left out). A damaged one named directly is a ``ConfigError``; one found
+    below a folder is left out with a note."""
+    out = []
+    for p in map(Path, paths):
+        if not p.exists():
+            raise ConfigError(f"{p} does not exist; pass run directories or folders that "
+                              f"contain them")
+        cands = [p] if (p / "config.json").exists() else sorted(
+            q.parent for q in p.rglob("config.json")
+            if ".trash" not in q.relative_to(p).parts)
+        for c in cands:
+            if c != p and c.parent.name == "runs" and (c.parent.parent / "config.json").exists():
+                continue  # one run's own config.json (seed and hyperparameters)
+            found = inspect(c)
+            if found.state == "foreign":
+                continue
+            if found.state == "damaged":
+                if c == p:
+                    raise ConfigError(found.reason)
+                print(f"pgjax {command}: note: {found.reason}; left out", file=sys.stderr)
+                continue
+            if found.state != "new" and c not in out:
+                out.append(c)
+    return out
+
+
+def _display_names(roots: list[Path]) -> dict:
+    """A unique short name per run directory: its path below the deepest folder that holds
+    them all (just the directory name when those are unique)."""
+    if len({r.name for r in roots}) == len(roots):
+        return {r: r.name for r in roots}
+    full = [r.resolve() for r in roots]
+    common = Path(os.path.commonpath([str(f.parent) for f in full]))
+    return {r: str(f.relative_to(common)) for r, f in zip(roots, full)}
+
+
+def _read_config(config: dict) -> tuple[dict, set | None, dict]:
+    """A recorded config as flat options in this version's layout (``<component>.<field>``,
+    a plugin's ``algo_options`` as ``<rule>.<name>``) and the components it reads
+    (``TrainConfig.used``; None where the record cannot be read back, e.g. a plugin that
+    is not importable here), and every option, flat (what a label's ``{option}`` names)."""
+    from pgjax.config import TrainConfig
+
+    try:
+        cfg = TrainConfig.from_record(config)
+        current, used = cfg.to_dict(), set(cfg.used())
+    except (ConfigError, TypeError, ValueError):
+        current, used = config, None
+    out = {}
+    for k, v in current.items():
+        if k in _NOT_OPTIONS:
+            continue
+        if isinstance(v, dict):
+            out.update({f"{k}.{f}": x for f, x in v.items()})
+        elif k == "algo_options":
+            for item in v or ():
+                name, _, value = str(item).partition("=")
+                out[f"{current.get('algo', 'rule')}.{name}"] = value
+        else:
+            out[k] = v
+    return out, used, {**flat_options(current), **out}
+
+
+def _grid_label(record: dict, run: dict) -> str:
+    varied = [k for k, v in record.get("grid", {}).items() if len(v) > 1]
+    return ", ".join(f"{k.split('.')[-1]}={run['hparams'][k]:g}" for k in varied)
+
+
+def runs(paths, include_unfinished: bool = False, command: str = "results") -> pd.DataFrame:
+    """One row per run found at or under ``paths``: the ``RUN_COLUMNS``, ``root`` (its run
+    directory), ``id``, ``hparams`` (its traced hyperparameters: the grid point), ``episode_length`` (the time limit, None: the task's own), the
+    failure (``failed_update``, ``error``) and ``.attrs["options"]`` ({dir: flat options}).
+    Unfinished directories are noted on stderr, as ``pgjax <command>`` (their runs have
+    status ``unfinished`` and are read only with ``include_unfinished``; ``command=""``:
+    no note)."""
+    roots = find_run_dirs(paths, command)
+    names = _display_names(roots)
+    rows, options = [], {}
+    for root in roots:
+        found = inspect(root)
+        if found.state == "unfinished" and command:
+            use = "included as it is" if include_unfinished else \
+                "left out (pass --include-unfinished to show it as it is)"
+            why = f" ({found.reason})" if found.reason else ""
+            print(f"pgjax {command}: note: {root} is unfinished{why}; {use}", file=sys.stderr)
+        record = found.record or read_json(root / "config.json", "the run's config.json")
+        c, name = record["config"], names[root]
+        opts, used, every = _read_config(c)
+        options[name] = opts
+        label = c.get("label") or ""
+        base = fill_label(label, every) if label else c["algo"]
+        for r in record["runs"]:
+            failure = run_status(root / "runs" / r["id"])
+            status = "failed" if failure else \
+                "finished" if found.state == "finished" else "unfinished"
+            grid = _grid_label(record, r)
+            rows.append({"dir": name, "run": f"{name}/{r['id']}", "seed": r["seed"],
+                         "env": c["env"], "algo": c["algo"],
+                         "group": base + (f" ({grid})" if grid else ""), "status": status,
+                         "root": str(root), "id": r["id"], "hparams": r.get("hparams", {}),
+                         "labelled": bool(label),
+                         "episode_length": c.get("episode_length"),
+                         "used": used, "failed_update": (failure or {}).get("update"),
+                         "error": (failure or {}).get("error")})
+    table = pd.DataFrame(rows, columns=RUN_COLUMNS + [
+        "root", "id", "hparams", "labelled", "episode_length", "used", "failed_update", "error"])
+    table["failed_update"] = table["failed_update"].astype("Int64")
+    _tell_apart(table, options)
+    table = table.drop(columns=["used", "labelled"])
+    table.attrs["options"] = options
+    table.attrs["include_unfinished"] = include_unfinished
+    return table
+
+
+def _tell_apart(table: pd.DataFrame, options: dict) -> None:
+    """Rename the groups of different directories that share a name (same env): each gets
+    the options in which the directories differ and which its components read; labelled
+    directories keep their label (told apart by directory only where labels coincide)."""
+    def matters(key: str, used) -> bool:
+        head = key.partition(".")[0]
+        sub = "." in key and head not in ("algo_options",)
+        return used is None or not sub or head in used
+
+    for (env, group), sub in table.groupby(["env", "group"]):
+        dirs = sorted(sub["dir"].unique())
+        if len(dirs) < 2:
+            continue
+        labelled = bool(sub["labelled"].all())
+        used = {d: sub.loc[sub["dir"] == d, "used"].iloc[0] for d in dirs}
+        labels = {d: "" for d in dirs}
+        if not labelled:  # a component's option tells apart the directories that read it
+            keys = sorted({k for d in dirs for k in options[d]})
+            readers = {k: [d for d in dirs if matters(k, used[d])] for k in keys}
+            differ = [k for k in keys if len({json.dumps(options[d].get(k), sort_keys=True,
+                                                         default=str)
+                                              for d in readers[k]}) > 1]
+            labels = {d: ", ".join(f"{k.split('.')[-1]}={_fmt(options[d].get(k))}"
+                                   for k in differ if d in readers[k]) for d in dirs}
+        if len(set(labels.values())) < len(dirs):  # nothing that matters differs
+            labels = {d: labels[d] + (", " if labels[d] else "") + f"dir={d}" for d in dirs}
+        for d in dirs:
+            mask = (table["env"] == env) & (table["group"] == group) & (table["dir"] == d)
+            table.loc[mask, "group"] = f"{group} ({labels[d]})" if not group.endswith(")") \
+                else group[:-1] + f", {labels[d]})"
+
+
+class _Runs:
+    """A ``runs`` table carried in a frame's ``attrs`` (equal only to itself, so pandas can
+    compare attrs when it combines frames)."""
+
+    def __init__(self, table: pd.DataFrame):
+        self.table = table
+
+    def __eq__(self, other):
+        return isinstance(other, _Runs) and other.table is self.table
+
+    __hash__ = object.__hash__
+
+
+def run_table(df: pd.DataFrame) -> pd.DataFrame | None:
+    """The ``runs`` table behind a frame of ``metrics``, ``load`` or ``finals`` (every run
+    found, with its status), or None."""
+    held = df.attrs.get("runs")
+    return held.table if isinstance(held, _Runs) else held
+
+
+def _read_metrics(path: Path, command: str) -> pd.DataFrame | None:
+    try:
+        check_metrics(path)
+    except ConfigError as e:  # one damaged file does not stop the others' tables
+        print(f"pgjax {command}: note: {e}; run left out", file=sys.stderr)
+        return None
+    return pd.read_csv(io.StringIO(metrics_text(path)))
+
+
+def run_metrics(run_dir) -> pd.DataFrame:
+    """One run's metrics rows (``<run directory>/runs/<id>``: ``metrics.csv``, or
+    ``metrics.csv.gz`` once finished) as they are recorded; a ``ConfigError`` when it has
+    none."""
+    path = metrics_file(run_dir)
+    if path is None:
+        raise ConfigError(f"{run_dir} holds no metrics; pass a run's folder (runs/<id>) that "
+                          f"trained at least one chunk")
+    return pd.read_csv(io.StringIO(metrics_text(path)))
+
+
+def metrics(paths_or_runs, include_unfinished: bool = False, include_failed: bool = False,
+            command: str = "results") -> pd.DataFrame:
+    """Every recorded update of the runs (``runs``): one row per run and iteration (0: the
+    row before training), with the ``RUN_COLUMNS`` and ``chunk`` (the evaluation chunk the
+    row belongs to); ``paths_or_runs``: paths, or a ``runs`` table."""
+    table = paths_or_runs if isinstance(paths_or_runs, pd.DataFrame) else \
+        runs(paths_or_runs, include_unfinished, command)
+    keep = {"finished"} | ({"unfinished"} if include_unfinished else set()) | \
+        ({"failed"} if include_failed else set())
+    frames = []
+    every = {}
+    for row in table.itertuples(index=False):
+        if row.status not in keep:
+            continue
+        path = metrics_file(Path(row.root) / "runs" / row.id)
+        df = _read_metrics(path, command) if path is not None else None
+        if df is None:
+            continue
+        if row.root not in every:
+            every[row.root] = int(read_json(Path(row.root) / "config.json", "config.json")
+                                  ["config"].get("eval_every", 1))
+        df["chunk"] = -(-df["iteration"] // every[row.root])
+        for col in RUN_COLUMNS:
+            df[col] = getattr(row, col)
+        frames.append(df)
+    base = ["iteration", "env_steps", "wall_time_s", "train_return", "episodes", "chunk"]
+    out = pd.concat(frames, ignore_index=True) if frames else \
+        pd.DataFrame(columns=RUN_COLUMNS + base)
+    for column in EVAL_SOURCES:  # an evaluation no run recorded: an empty column
+        if column not in out:
+            out[column] = np.nan
+    out.attrs["runs"] = _Runs(table)
+    return out
+
+
+def load(paths, include_unfinished: bool = False, include_failed: bool = False,
+         command: str = "results") -> pd.DataFrame:
+    """One row per run and held-out evaluation: ``RUN_COLUMNS``, ``iteration``,
+    ``env_steps``, ``wall_time_s``, the evaluation columns (``eval_return``,
+    ``eval_return_stochastic``, ...) and the run's options, one column each (a traced
+    hyperparameter at the run's own grid point).
+    Needs only the records (config.json, metrics), not the parameters."""
+    rows = metrics(paths, include_unfinished, include_failed, command)
+    table = run_table(rows)
+    ev_cols = [c for c in rows.columns if c.startswith("eval_")]
+    ev = rows[rows[list(EVAL_SOURCES)].notna().any(axis=1)]
+    out = ev[RUN_COLUMNS + ["iteration", "env_steps", "wall_time_s"] + ev_cols].reset_index(
+        drop=True)
+    options = pd.DataFrame([{"dir": d, **{k: (_fmt(v) if isinstance(v, (list, dict, tuple))
+                                              else v) for k, v in o.items()}}
+                            for d, o in table.attrs["options"].items()])
+    if len(options):
+        clash = [c for c in options.columns if c in out.columns and c != "dir"]
+        out = out.merge(options.drop(columns=clash), on="dir", how="left")
+    hp = pd.DataFrame([{"run": r, **h} for r, h in zip(table["run"], table["hparams"])])
+    for col in hp.columns.drop("run"):  # a grid point's own value, not the directory's base
+        out[col] = out["run"].map(dict(zip(hp["run"], hp[col])))
+    out.attrs["runs"] = _Runs(table)
+    return out
+
+
+def eval_source(df: pd.DataFrame) -> str:
+    """The evaluation final-return tables use by default: the stochastic policy's where
+    every run recorded it (``--eval-mode stochastic|both``, the stateful policy's default),
+    else the deterministic policy's."""
+    n = df["run"].nunique()
+    ok = df[df["eval_return_stochastic"].notna()]["run"].nunique() if n else 0
+    return "eval_return_stochastic" if n and ok == n else "eval_return"
+
+
+def curve_source(df: pd.DataFrame) -> str:
+    """What learning curves of ``df``'s runs show: the held-out evaluations when every run
+    has at least ``EVAL_CURVE_POINTS`` of them (``--evals``), else the returns of the
+    training episodes (free: recorded at every update)."""
+    n = df["run"].nunique()
+    for source in EVAL_SOURCES:
+        per_run = df[df[source].notna()].groupby("run").size()
+        if len(per_run) == n and n and per_run.min() >= EVAL_CURVE_POINTS:
+            return source
+    return "train_return"
+
+
+def return_points(df: pd.DataFrame, source: str, keys=("group", "run")) -> pd.DataFrame:
+    """One row per run and curve point: ``keys``, point (0, 1, ... per run), env_steps,
+    wall_time_s and the return (``value``). An evaluation column: every evaluation.
+    ``train_return``: per chunk, the mean return of the training episodes that ended in it
+    (episode-weighted over its updates), carried forward through chunks where none ended."""
+    keys = list(keys)
+    if source in EVAL_SOURCES:
+        ev = df[df[source].notna()]
+        out = ev[keys + ["env_steps", "wall_time_s", source]].rename(
+            columns={source: "value"}).copy()
+    else:
+        d = df[df["iteration"] > 0]
+        ok = d["train_return"].notna()
+        w = d["episodes"].where(ok, 0.0)
+        d = d.assign(_w=w, _wv=(d["train_return"] * w).where(ok, 0.0))
+        out = d.groupby(keys + ["chunk"], sort=True).agg(
+            env_steps=("env_steps", "max"), wall_time_s=("wall_time_s", "max"),
+            _w=("_w", "sum"), _wv=("_wv", "sum")).reset_index()
+        out["value"] = (out["_wv"] / out["_w"]).where(out["_w"] > 0)
+        out["value"] = out.groupby(keys)["value"].ffill()
+        out = out.dropna(subset=["value"])[keys + ["env_steps", "wall_time_s", "value"]]
+    out["point"] = out.groupby(keys).cumcount()
+    return out.reset_index(drop=True)
+
+
+def finals(df: pd.DataFrame, source: str = "auto", window: float = FINAL_WINDOW) -> pd.DataFrame:
+    """One row per run: the ``RUN_COLUMNS``, ``env_steps`` (its last), ``final`` (the mean of
+    its curve points over the last ``window`` of its training: those at or after
+    (1 - window) x its last env step, at least the last one), ``k`` (how many), ``last``
+    (the single last point), ``score`` (``final`` normalised by the task's references, NaN
+    without them) and ``reference`` (why not, where not). ``source``: an evaluation column,
+    ``train_return`` (needs ``metrics`` rows) or ``auto`` (``eval_source``)."""
+    if not 0 <= window < 1:
+        raise ConfigError(f"window must be in [0, 1), got {window}; pass e.g. 0.05 (the last "
+                          f"5% of training)")
+    source = eval_source(df) if source == "auto" else source
+    cols = RUN_COLUMNS + ["env_steps", "final", "k", "last", "score", "reference", "source"]
+    if source not in df or not df[source].notna().any():
+        return pd.DataFrame(columns=cols)
+    pts = return_points(df, source, keys=RUN_COLUMNS)
+    end = pts.groupby("run")["env_steps"].transform("max")
+    tail = pts[pts["env_steps"] >= (1 - window) * end]
+    out = tail.groupby(RUN_COLUMNS, sort=False).agg(
+        env_steps=("env_steps", "max"), final=("value", "mean"), k=("value", "size"),
+        last=("value", "last")).reset_index()
+    table = run_table(df)
+    lengths = dict(zip(table["run"], table["episode_length"])) if table is not None else {}
+    scores, notes = [], []
+    for env, run, final in zip(out["env"], out["run"], out["final"]):
+        ref, why = reference_for(env, lengths.get(run))
+        scores.append(float(ref.normalise(final)) if ref else np.nan)
+        notes.append(why)
+    out["score"], out["reference"], out["source"] = scores, notes, source
+    out = out[cols]
+    out.attrs["runs"] = _Runs(table) if table is not None else None
+    return out
+
+
+def status_counts(table: pd.DataFrame) -> pd.DataFrame:
+    """Per (env, group): how many runs are finished, unfinished and failed (a ``runs``
+    table)."""
+    counts = table.groupby(["env", "group"])["status"].value_counts().unstack(fill_value=0)
+    for s in STATUSES:
+        if s not in counts:
+            counts[s] = 0
+    return counts[list(STATUSES)].reset_index()
+
+
+def bootstrap_ci(x, n: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95% percentile-bootstrap interval of the mean of x (over seeds)."""
+    x = np.asarray(x, float)
+    if len(x) < 2:
+        return float(x.mean()), float(x.mean())
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, len(x), (n, len(x)))].mean(1)
+    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+ESTIMATORS = ("iqm", "mean", "median")
+
+
+def _estimators():
+    from rliable import metrics as m
+
+    return {"iqm": m.aggregate_iqm, "mean": m.aggregate_mean, "median": m.aggregate_median}
+
+
+def score_matrices(final: pd.DataFrame) -> tuple[dict, list[str], str]:
+    """({group: [runs, tasks]}, tasks, what the values are) for the aggregates: normalised
+    scores over the tasks with references when every task shown has them, else the raw
+    final returns when there is one task, else normalised scores over the referenced tasks
+    only (the others are named in the returned note). Groups without runs on every task
+    used are left out (named)."""
+    envs = sorted(final["env"].unique())
+    unref = sorted(final.loc[final["score"].isna(), "env"].unique())
+    if not unref:
+        column, note, used = "score", "normalised", envs
+    elif len(envs) == 1:
+        column, used = "final", envs
+        note = f"unnormalised: {final['reference'].dropna().iloc[0] or 'no references'}"
+    else:
+        column, used = "score", [e for e in envs if e not in unref]
+        note = (f"normalised over {', '.join(used)}; {', '.join(unref)} left out (no "
+                f"references at its settings, see pgjax.references)") if used else \
+            "no task has references; see the per-task returns"
+    out = {}
+    for group, g in final.groupby("group"):
+        cols = [g.loc[g["env"] == env, column].to_numpy(float) for env in used]
+        if not used or any(len(c) == 0 for c in cols):
+            continue
+        n = min(len(c) for c in cols)
+        out[group] = np.stack([c[:n] for c in cols], axis=1)
+    return out, used, note
+
+
+def aggregate(final: pd.DataFrame, reps: int = 2000, seed: int = 0) -> tuple[pd.DataFrame,
+                                                                            pd.DataFrame]:
+    """(per group: IQM, mean and median of the scores with 95% stratified-bootstrap CIs,
+    the runs' status counts, each task's mean final return; the probability of improvement
+    P(X > Y) of every pair of groups with its CI) from ``finals``' finished runs. The
+    ``scores`` column says whether they are normalised (``score_matrices``)."""
+    from rliable import library as rly
+    from rliable import metrics as m
+
+    table = run_table(final)
+    done = final[final["status"] != "failed"]  # unfinished runs are in only when asked for
+    mats, used, note = score_matrices(done)
+    fns = _estimators()
+    rows = []
+    counts = status_counts(table) if table is not None else None
+    if mats:
+        np.random.seed(seed)
+        point, ci = rly.get_interval_estimates(
+            mats, lambda s: np.array([f(s) for f in fns.values()]), reps=reps)
+    for group in sorted(set(final["group"]) | set(counts["group"] if counts is not None
+                                                   else ())):
+        row = {"group": group}
+        if counts is not None:
+            c = counts[counts["group"] == group]
+            row.update({s: int(c[s].sum()) for s in STATUSES})
+        g = done[done["group"] == group]
+        row["runs_used"] = int(mats[group].shape[0]) if group in mats else 0
+        row["scores"] = note if group in mats else "not aggregated (no finished runs on " \
+                                                   "every task)"
+        for j, name in enumerate(fns):
+            row[name] = point[group][j] if group in mats else np.nan
+            row[f"{name}_ci95_lo"] = ci[group][0, j] if group in mats else np.nan
+            row[f"{name}_ci95_hi"] = ci[group][1, j] if group in mats else np.nan
+        for env, ge in g.groupby("env"):
+            row[f"final_return_mean[{env}]"] = ge["final"].mean()
+        rows.append(row)
+    agg = pd.DataFrame(rows)
+    pairs = {f"{a} > {b}": (mats[a], mats[b]) for a in mats for b in mats
+             if a != b and mats[a].shape[1] == mats[b].shape[1]}
+    prob = pd.DataFrame(columns=["comparison", "probability_of_improvement", "ci95_lo",
+                                 "ci95_hi"])
+    if pairs:
+        np.random.seed(seed)
+        p_point, p_ci = rly.get_interval_estimates(pairs, m.probability_of_improvement,
+                                                   reps=reps)
+        prob = pd.DataFrame([{"comparison": k, "probability_of_improvement": float(p_point[k]),
+                              "ci95_lo": float(np.ravel(p_ci[k])[0]),
+                              "ci95_hi": float(np.ravel(p_ci[k])[1])} for k in pairs])
+    return agg, prob
+
+
+def failures(table: pd.DataFrame) -> pd.DataFrame:
+    """The failed runs of a ``runs`` table: env, group, run, seed, update, error."""
+    f = table[table["status"] == "failed"]
+    return f[["env", "group", "run", "seed", "failed_update", "error"]].rename(
+        columns={"failed_update": "update"}).reset_index(drop=True)
