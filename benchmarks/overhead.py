@@ -9,7 +9,7 @@ For each environment and setting, back to back on the same machine:
    first execution's excess over the second (as ``pgjax train``'s first chunk counts);
 2. **pgjax train, first run**: the CLI at its defaults (evaluation, records, checkpoints,
    progress), with an empty compilation cache: whole-process time, and its training time
-   (from the run's own ``metrics.csv`` wall clock: every chunk after the first timed as
+   (from the run's own metrics' wall clock: every chunk after the first timed as
    recorded, the first taken at the median of the others, so the compilation inside the
    first chunk counts as startup; plus the wrap-up after the last chunk: its checkpoint,
    summary, plot and ``status.json``); startup is the rest of the process;
@@ -109,15 +109,20 @@ def pgjax_train(args: list[str], cache: Path, out: Path, name: str) -> dict:
     import pandas as pd
 
     root = out / name
-    csvs = sorted((root / "runs").glob("*/metrics.csv"))
-    m = pd.read_csv(csvs[0])
+    from pgjax.results import run_metrics
+
+    run_dirs = sorted(p for p in (root / "runs").iterdir() if p.is_dir())
+    m = run_metrics(run_dirs[0])
     cfg = json.loads((root / "config.json").read_text())["config"]
     ends = m[m["iteration"] % cfg["eval_every"] == 0]["wall_time_s"].to_numpy()  # row 0: init
     chunks = np.diff(ends)
     steady = float(np.median(chunks[1:])) if len(chunks) > 1 else float(chunks[0])
     # after the last chunk's records: its parameters, the last checkpoint, the summary and
     # plot, status.json (file times on this machine's clock)
-    wrap_up = (root / "status.json").stat().st_mtime - max(p.stat().st_mtime for p in csvs)
+    # (the last chunk's parameters are written right after its metrics, which the finish
+    # then compresses)
+    wrap_up = (root / "status.json").stat().st_mtime - min(
+        (d / "params.msgpack").stat().st_mtime for d in run_dirs)
     training = steady + float(chunks[1:].sum()) + wrap_up
     return {"whole_s": whole, "training_s": training, "startup_s": whole - training,
             "chunk_s": steady, "chunks": int(len(chunks)), "wrap_up_s": wrap_up,

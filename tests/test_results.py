@@ -131,3 +131,30 @@ def test_load_reads_committed_compressed_records_without_parameters():
     final = r.finals(df)
     assert len(final) == 12 and final["env_steps"].eq(307200).all()
     assert final["score"].isna().all() and final["reference"].str.contains("brax:hopper").all()
+
+
+def test_a_sweep_group_names_itself_with_label(tmp_path):
+    from pgjax.errors import ConfigError
+    from pgjax.options import fill_label, flat_options
+    from pgjax.sweep import Sweep
+
+    spec = {"name": "s", "out": str(tmp_path), "algos": ["ppo", "spo"],
+            "envs": ["jax:cartpole"], "config": {"label": "{algo} on {env}"}}
+    groups = Sweep.from_dict(spec).groups.values()
+    assert sorted(fill_label(c.label, flat_options(c.to_dict())) for c in groups) == [
+        "ppo on jax:cartpole", "spo on jax:cartpole"]
+    spec["config"]["label"] = "{algo} at {ppo.lr}"  # spo's groups have no ppo.lr
+    with pytest.raises(ConfigError, match=r"names \{ppo.lr\}"):
+        Sweep.from_dict(spec)
+
+
+def test_readme_quickstart_figures_match_the_committed_records():
+    """The README's quickstart block is what experiments/readme_claims.py computes from the
+    committed quickstart records (a rerun that differs shows up as a diff)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "readme_claims", REPO / "experiments" / "readme_claims.py")
+    claims = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(claims)
+    assert claims.readme_block((REPO / "README.md").read_text()) == claims.render()
