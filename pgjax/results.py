@@ -432,7 +432,7 @@ def score_matrices(final: pd.DataFrame) -> tuple[dict, list[str], str]:
     else:
         column, used = "score", [e for e in envs if e not in unref]
         note = (f"normalised over {', '.join(used)}; {', '.join(unref)} left out (no "
-                f"references at its settings, see pgjax.references)") if used else \
+                f"reference scores at their settings; see pgjax.references)") if used else \
             "no task has references; see the per-task returns"
     out = {}
     for group, g in final.groupby("group"):
