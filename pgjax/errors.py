@@ -14,12 +14,25 @@ class TrainingError(RuntimeError):
     FixPO's fixup cap); the other runs and every record up to the failure are kept."""
 
 
+def did_you_mean(value: str, choices, n: int = 2) -> str:
+    """`` (did you mean 'x'?)`` for the choices closest to a mistyped ``value`` (case
+    ignored), or ""."""
+    import difflib
+
+    choices = [str(c) for c in choices]
+    lower = {c.lower(): c for c in choices}
+    close = difflib.get_close_matches(str(value).lower(), list(lower), n=n, cutoff=0.75)
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(f"'{lower[c]}'" for c in close) + "?)"
+
+
 def check_choice(value, allowed, name: str, flag: str) -> None:
     """A ``ConfigError`` unless ``value`` is one of ``allowed``: the option ``name``, set by
     ``flag``."""
     if value not in allowed:
-        raise ConfigError(f"unknown {name} '{value}'; pass {flag} with one of "
-                          f"{', '.join(allowed)}")
+        raise ConfigError(f"unknown {name} '{value}'{did_you_mean(value, allowed)}; pass "
+                          f"{flag} with one of {', '.join(allowed)}")
 
 
 EXIT_BAD_INPUT = 2  # the input was refused before anything ran (a one-line error)

@@ -52,7 +52,10 @@ class Registry(Generic[T]):
         if name not in self._items and default:
             return default[0]
         if name not in self._items:
-            raise ConfigError(f"unknown {self.kind} '{name}'; {self.where} one of "
+            from pgjax.errors import did_you_mean
+
+            raise ConfigError(f"unknown {self.kind} '{name}'{did_you_mean(name, self._items)}; "
+                              f"{self.where} one of "
                               f"{', '.join(self._items)} (or register one from --plugins)")
         return self._items[name]
 

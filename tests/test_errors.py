@@ -183,3 +183,14 @@ def test_output_into_a_closed_pipe_ends_quietly():
     proc.stdout.close()
     err = proc.stderr.read().decode()
     assert proc.wait() == 0 and "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+@pytest.mark.parametrize("env,closest", [("playground:CartpoleBalanse", "playground:CartpoleBalance"),
+                                         ("brax:hoper", "brax:hopper"),
+                                         ("bax:hopper", "brax:hopper"),
+                                         ("jax:cartpol", "jax:cartpole"),
+                                         ("matrix:climbng", "matrix:climbing")])
+def test_a_mistyped_env_id_names_the_closest_ids_in_one_line(env, closest, capsys):
+    assert main(["train", "--env", env, "--steps", "100"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"did you mean '{closest}'" in err, err

@@ -90,6 +90,26 @@ def test_an_env_family_from_a_plugin_trains_sweeps_evaluates_and_reloads(tmp_pat
     assert "write point:<dim>d" in capsys.readouterr().err
 
 
+@pytest.mark.slow
+def test_a_second_jax_suite_registered_from_a_plugin_trains_evaluates_and_reloads(tmp_path,
+                                                                                   capsys):
+    """Jumanji through examples/jumanji_family.py: Snake-v1's grid, step count and action
+    mask flattened into one vector (12 x 12 x 5 + 1 + 4), trained, evaluated and reloaded
+    from the records."""
+    plugin = str(EXAMPLES / "jumanji_family.py")
+    assert len([x for x in Path(plugin).read_text().splitlines() if x.strip()]) <= 45
+    assert _train(tmp_path, "--plugins", plugin, "--env", "jumanji:Snake-v1") == 0
+    m = _metrics(tmp_path)
+    assert np.isfinite(m["eval_return"].dropna()).all() and (m["episodes"].sum() > 0)
+    assert main(["eval", str(tmp_path / "r"), "--episodes", "4"]) == 0
+    policy = load_policy(tmp_path / "r")
+    action, _ = policy.mode(np.zeros((2, 725), np.float32), policy.initial_carry(2))
+    assert np.asarray(action).shape == (2,) and set(np.asarray(action)) <= {0, 1, 2, 3}
+    capsys.readouterr()
+    assert _train(tmp_path, "--plugins", plugin, "--env", "jumanji:Snake", name="bad") == 2
+    assert "unknown Jumanji task 'Snake'" in capsys.readouterr().err
+
+
 def test_a_policy_kind_from_a_plugin_trains_with_its_own_options(tmp_path, capsys):
     plugin = str(EXAMPLES / "linear_policy_kind.py")
     assert len([x for x in Path(plugin).read_text().splitlines() if x.strip()]) <= 40

@@ -28,7 +28,7 @@ from pgjax.envs.core import ActionSpace, Env, EnvFamily, EnvSpec, TimeStep
 from pgjax.envs.functional import VectorEnv
 from pgjax.envs.gym_env import GymOptions
 from pgjax.envs.playground_env import PlaygroundOptions
-from pgjax.errors import ConfigError
+from pgjax.errors import ConfigError, did_you_mean
 from pgjax.registry import ENV_FAMILIES
 
 
@@ -50,7 +50,10 @@ def family_of(env_id: str) -> tuple[EnvFamily, str]:
     if not sep or not name or prefix not in ENV_FAMILIES:
         examples = ", ".join(f.examples[0] for f in map(ENV_FAMILIES.get, ENV_FAMILIES)
                              if f.examples)
-        raise ConfigError(f"unknown environment id '{env_id}'; write <family>:<name> with "
+        ids = [f"{p}:{name}" for p in ENV_FAMILIES] if sep and name else list(ENV_FAMILIES)
+        raise ConfigError(f"unknown environment id '{env_id}'"
+                          f"{did_you_mean(env_id if sep else prefix, ids, n=1)}; write "
+                          f"<family>:<name> with "
                           f"family one of {', '.join(ENV_FAMILIES)} (e.g. {examples}), or "
                           f"register a family from --plugins")
     return ENV_FAMILIES.get(prefix), name
@@ -108,7 +111,9 @@ def _jax(name, num_envs, episode_length, options):
     if delay is not None:
         return make_memory_env(num_envs, delay, episode_length=episode_length)
     if name not in CLASSIC:
-        raise ConfigError(f"unknown environment 'jax:{name}'; use one of: "
+        raise ConfigError(f"unknown environment 'jax:{name}'"
+                          f"{did_you_mean('jax:' + name, ['jax:' + k for k in CLASSIC])}; "
+                          f"use one of: "
                           f"{', '.join('jax:' + k for k in CLASSIC)}, jax:memory, "
                           f"jax:memory-<delay>")
     return make_classic_env(name, num_envs, episode_length)

@@ -10,7 +10,7 @@ import dataclasses
 import functools
 import warnings
 
-from pgjax.errors import ConfigError, check_choice
+from pgjax.errors import ConfigError, check_choice, did_you_mean
 from pgjax.envs.core import ActionSpace, EnvSpec
 from pgjax.envs.functional import VectorEnv
 
@@ -85,7 +85,9 @@ def make_brax_env(name: str, num_envs: int, episode_length: int = 1000,
                   backend: str = "generalized") -> VectorEnv:
     known = brax_env_names()
     if name not in known:
-        raise ConfigError(f"unknown Brax environment '{name}'; use one of: "
+        raise ConfigError(f"unknown Brax environment '{name}'"
+                          f"{did_you_mean('brax:' + name, ['brax:' + k for k in known])}; "
+                          f"use one of: "
                           f"{', '.join('brax:' + k for k in known)}")
     if backend not in BACKENDS:
         raise ConfigError(f"unknown Brax backend '{backend}'; pass --brax.backend with one of: "

@@ -32,7 +32,7 @@ import functools
 from typing import NamedTuple
 
 from pgjax.envs.brax_env import brax_environment, make_brax_env
-from pgjax.errors import ConfigError
+from pgjax.errors import ConfigError, did_you_mean
 from pgjax.envs.core import ActionSpace
 from pgjax.envs.multiagent import MultiAgentEnv, Partition, pad_indices
 
@@ -82,7 +82,9 @@ class BodyLayout:
 
 def _split(name: str) -> Split:
     if name not in MABRAX:
-        raise ConfigError(f"unknown multi-agent Brax environment '{name}'; use one of: "
+        raise ConfigError(f"unknown multi-agent Brax environment '{name}'"
+                          f"{did_you_mean('mabrax:' + name, ['mabrax:' + k for k in MABRAX])}; "
+                          f"use one of: "
                           f"{', '.join('mabrax:' + k for k in MABRAX)}")
     return MABRAX[name]
 

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pgjax.errors import ConfigError
+from pgjax.errors import ConfigError, did_you_mean
 from pgjax.envs.core import ActionSpace, EnvSpec, Wrapper
 from pgjax.envs.functional import VectorEnv
 
@@ -150,7 +150,9 @@ def make_matrix_game(name: str, num_envs: int, episode_length: int | None = None
     """A one-step two-player game: both agents observe a constant 1, pick one of 3 actions
     and receive the shared payoff; every episode terminates after that step."""
     if name not in MATRIX_GAMES:
-        raise ConfigError(f"unknown matrix game '{name}'; use one of: "
+        raise ConfigError(f"unknown matrix game '{name}'"
+                          f"{did_you_mean('matrix:' + name, ['matrix:' + k for k in MATRIX_GAMES])}"
+                          f"; use one of: "
                           f"{', '.join('matrix:' + k for k in MATRIX_GAMES)}")
     if episode_length not in (None, 1):
         raise ConfigError("matrix games last one step; drop --episode-length")

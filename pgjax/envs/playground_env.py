@@ -26,7 +26,7 @@ import jax.numpy as jnp
 
 from pgjax.envs.core import ActionSpace, EnvSpec
 from pgjax.envs.functional import VectorEnv
-from pgjax.errors import ConfigError, check_choice
+from pgjax.errors import ConfigError, check_choice, did_you_mean
 
 IMPLS = ("jax", "warp")
 
@@ -97,7 +97,9 @@ def load(name: str, impl: str = "jax"):
     """(Playground's environment for ``name``, its default config)."""
     registry = _registry()
     if name not in registry.ALL_ENVS:
-        raise ConfigError(f"unknown Playground task '{name}'; use one of "
+        ids = ["playground:" + t for t in task_names()]
+        raise ConfigError(f"unknown Playground task '{name}'"
+                          f"{did_you_mean('playground:' + name, ids)}; use one of "
                           f"{', '.join('playground:' + t for t in task_names())}")
     dmc = name in registry.dm_control_suite.ALL_ENVS
     try:
