@@ -161,6 +161,63 @@ FIXPO_PAPER_PPO = Preset(
            "net.init_log_std": "src/mujoco_ppo_tianshou.py:111",
            "eval_mode": "tianshou pg.py:47 (deterministic_eval False)"})
 
+_TIANSHOU = "thu-ml/tianshou @ 6426a39 (its PPO MuJoCo benchmark): examples/mujoco/mujoco_ppo.py"
+
+MUJOCO = Preset(
+    "mujoco",
+    "One PPO configuration for every Gymnasium MuJoCo task, as Tianshou's PPO MuJoCo "
+    "benchmark ran it: 64 envs x 32 steps, minibatch 64, 10 epochs, lr 3e-4 annealed over its "
+    "3M-step run (the benchmark's 1M-step figures are the first 1M of it), no advantage "
+    "normalisation, no value clipping, returns scaled by their running std, initial log-std "
+    "-0.5, stochastic evaluation",
+    _TIANSHOU + "; thu-ml/tianshou @ f240205: examples/mujoco/README.md (the 1M-step table, "
+    "whose figures date from 6426a39)",
+    {"algo": "ppo", "num_envs": 64, "rollout_len": 32, "steps": 1_000_000,
+     "anneal_steps": 3_072_000, "evals": 34, "eval_envs": 10, **_TIANSHOU_MUJOCO,
+     **_same(["ppo"], lr=3e-4, anneal_lr=True, adam_eps=1e-8, epochs=10, minibatches=32,
+             norm_adv=False, clip_eps=0.2, clip_vloss=False, vf_coef=0.5, ent_coef=0.0,
+             max_grad_norm=0.5, target_kl=0.0)},
+    deviations=(
+        "value loss: tianshou's vf_coef 0.25 multiplies a loss without the 1/2 factor, "
+        "pgjax's has it, so vf_coef is 0.5 (cleanrl's 0.5 x 1/2 is the same)",
+        "tianshou recomputes the advantages with the current critic before every epoch "
+        "(recompute_advantage); pgjax computes GAE once per rollout",
+        "tianshou's policy head is initialised with gain 0.01 x sqrt(2) and the value head "
+        "with sqrt(2); pgjax's with 0.01 and 1",
+        "truncation: tianshou (gym 0.17) and cleanrl treat a time limit as termination; pgjax "
+        "bootstraps it from the final observation",
+        "environments: the benchmark ran v3 (v2 for Reacher and the pendulums) under gym "
+        "0.17.3 and mujoco 2.0; this preset is for Gymnasium's v5",
+        "evaluation: tianshou evaluates 10 stochastic episodes per 30,000-step epoch and "
+        "reports the best mean over training; pgjax evaluates 10 stochastic episodes at 34 "
+        "points (about every 30,000 steps) and reports the final return (the mean over the "
+        "last 5% of training) beside the best",
+        "cleanrl's ppo_continuous_action (the second anchor) differs in 1 env x 2048 steps, "
+        "advantage normalisation, value clipping, initial log-std 0 and reward normalisation "
+        "with clipping (the cleanrl preset holds those)"),
+    lines={"num_envs": "examples/mujoco/mujoco_ppo.py:34,37 (step-per-collect 2048, "
+                       "training-num 64)",
+           "ppo.minibatches": "examples/mujoco/mujoco_ppo.py:36 (batch-size 64)",
+           "ppo.epochs": "examples/mujoco/mujoco_ppo.py:35 (repeat-per-collect 10)",
+           "ppo.lr": "examples/mujoco/mujoco_ppo.py:30",
+           "anneal_steps": "examples/mujoco/mujoco_ppo.py:32-33,112-119 (100 epochs of "
+                           "30,000 steps; LambdaLR over ceil(30000 / 2048) x 100 = 1,500 "
+                           "updates of 2,048 steps)",
+           "steps": "examples/mujoco/README.md:444-447 @ f240205 (only the first 1M steps "
+                    "count)",
+           "ppo.clip_eps": "examples/mujoco/mujoco_ppo.py:48",
+           "ppo.clip_vloss": "examples/mujoco/mujoco_ppo.py:50 (value-clip 0)",
+           "ppo.norm_adv": "examples/mujoco/mujoco_ppo.py:51 (norm-adv 0)",
+           "ppo.vf_coef": "examples/mujoco/mujoco_ppo.py:42 (0.25, no 1/2 factor)",
+           "ppo.ent_coef": "examples/mujoco/mujoco_ppo.py:43",
+           "ppo.max_grad_norm": "examples/mujoco/mujoco_ppo.py:47",
+           "norm.value_norm": "examples/mujoco/mujoco_ppo.py:40 (rew-norm: returns divided by "
+                              "their running std)",
+           "norm.normalize_obs": "examples/mujoco/mujoco_ppo.py:76 (norm_obs, clipped at 10)",
+           "net.init_log_std": "examples/mujoco/mujoco_ppo.py (sigma_param initialised to -0.5)",
+           "eval_envs": "examples/mujoco/mujoco_ppo.py:38 (test-num 10)",
+           "eval_mode": "tianshou/policy/modelfree/pg.py:106 (actions sampled in tests)"})
+
 _S2PG_CLIP = {"hopper": 0.05, "walker2d": 0.05, "halfcheetah": 0.2, "ant": 0.2,
               "humanoid": 0.1}
 _S2PG_DIR = "experiments/01_Reinforcement_Learning/"
@@ -411,7 +468,7 @@ PLAYGROUND_DMC = Preset(
            "reset_pool": "mujoco_playground/_src/wrapper.py: wrap_for_brax_training "
                          "(full_reset=False: each env restarts from its first state)"})
 
-PRESETS = {p.name: p for p in (CLEANRL, SPO_PAPER, FIXPO_PAPER, FIXPO_PAPER_PPO, S2PG_PAPER,
+PRESETS = {p.name: p for p in (CLEANRL, MUJOCO, SPO_PAPER, FIXPO_PAPER, FIXPO_PAPER_PPO, S2PG_PAPER,
                                S2PG_PAPER_MEMORYLESS, S2PG_PAPER_BPTT, HAPPO_PAPER, BRAX,
                                PLAYGROUND_DMC)}
 

@@ -17,7 +17,8 @@ ENVS = {"cleanrl": "gym:HalfCheetah-v5", "spo-paper": "gym:Hopper-v5",
         "fixpo-paper": "gym:Hopper-v5", "s2pg-paper": "brax:hopper",
         "happo-paper": "mabrax:halfcheetah_2x3", "brax": "brax:halfcheetah",
         "fixpo-paper-ppo": "gym:Hopper-v5", "s2pg-paper-memoryless": "brax:halfcheetah",
-        "s2pg-paper-bptt": "brax:hopper", "playground-dmc": "playground:CheetahRun"}
+        "s2pg-paper-bptt": "brax:hopper", "playground-dmc": "playground:CheetahRun",
+        "mujoco": "gym:Ant-v5"}
 
 
 def _value(cfg: TrainConfig, key: str):
@@ -62,6 +63,12 @@ def test_presets_hold_the_sources_values():
     assert c.batch_size == 512 * 32 * 20 and (c.ppo.epochs, c.gamma) == (8, 0.95)
     c = TrainConfig.from_preset("brax", env="brax:ant")
     assert (c.num_envs, c.batch_size, c.norm.reward_scale) == (4096, 2048 * 32 * 5, 10.0)
+    # Tianshou's PPO MuJoCo benchmark: 64 x 32 steps, minibatch 64, lr over 1,500 updates
+    c = TrainConfig.from_preset("mujoco", env="gym:Swimmer-v5")
+    assert (c.batch_size, c.batch_size // c.ppo.minibatches, c.anneal_iterations) == \
+        (2048, 64, 1500)
+    assert (c.ppo.norm_adv, c.ppo.clip_vloss, c.net.init_log_std, c.eval_modes) == \
+        (False, False, -0.5, ("stochastic",))
     # HARL: defaults, and the tuned Walker2d 2x3 values; initial std sigmoid(1) * 0.5
     c = TrainConfig.from_preset("happo-paper", env="mabrax:halfcheetah_6x1")
     assert (c.ppo.lr, c.ppo.clip_eps, c.ppo.epochs, c.ppo.ent_coef) == (5e-4, 0.2, 5, 0.01)
