@@ -92,6 +92,20 @@ _TIANSHOU_MUJOCO = {"diagnostics": "full", "eval_mode": "stochastic", "gamma": 0
                     "norm.obs_stats": "running", "norm.obs_stats_steps": 0, "norm.normalize_reward": False,
                     "norm.value_norm": True, "norm.reward_scale": 1.0}
 
+# tianshou's PPO as its MuJoCo examples run it (the FixPO authors' baseline launcher and
+# Tianshou's own benchmark): minibatch 64 of 2,048, 10 epochs, no advantage normalisation
+# and no value clipping
+_TIANSHOU_PPO = _same(["ppo"], lr=3e-4, anneal_lr=True, adam_eps=1e-8, epochs=10,
+                      minibatches=32, norm_adv=False, clip_eps=0.2, clip_vloss=False,
+                      vf_coef=0.5, ent_coef=0.0, max_grad_norm=0.5, target_kl=0.0)
+_TIANSHOU_PPO_DEVIATIONS = (
+    "value loss: tianshou's vf_coef 0.25 multiplies a loss without the 1/2 factor, pgjax's "
+    "has it, so vf_coef is 0.5 (cleanrl's 0.5 x 1/2 is the same)",
+    "tianshou recomputes the advantages with the current critic before every epoch "
+    "(recompute_advantage); pgjax computes GAE once per rollout",
+    "tianshou's policy head is initialised with gain 0.01 x sqrt(2) and the value head with "
+    "sqrt(2); pgjax's with 0.01 and 1")
+
 FIXPO_PAPER = Preset(
     "fixpo-paper",
     "FixPO as in the paper's MuJoCo runs: 64 envs x 128 steps, minibatch 512, fixup "
@@ -134,18 +148,10 @@ FIXPO_PAPER_PPO = Preset(
     "uscresl/stabilized-rl @ e804a23: src/mujoco_ppo_tianshou.py, exps_tianshou.py",
     {"algo": "ppo", "num_envs": 64, "rollout_len": 32, "steps": 10_000_000,
      "anneal_steps": 10_240_000, **_TIANSHOU_MUJOCO,
-     **_same(["ppo"], lr=3e-4, anneal_lr=True, adam_eps=1e-8, epochs=10, minibatches=32,
-             norm_adv=False, clip_eps=0.2, clip_vloss=False, vf_coef=0.5, ent_coef=0.0,
-             max_grad_norm=0.5, target_kl=0.0)},
-    deviations=(
-        "value loss: tianshou's vf_coef 0.25 multiplies a loss without the 1/2 factor, "
-        "pgjax's has it, so vf_coef is 0.5",
-        "tianshou recomputes the advantages with the current critic before every epoch "
-        "(recompute_advantage); pgjax computes GAE once per rollout",
-        "the authors' policy head is initialised with gain 0.01 x sqrt(2) and the value head "
-        "with sqrt(2); pgjax's with 0.01 and 1",
+     **_TIANSHOU_PPO},
+    deviations=_TIANSHOU_PPO_DEVIATIONS + (
         "the authors' 10M steps run as 500 epochs of 20,480 steps (10.24M), over which the "
-        "learning rate anneals (anneal_steps)"),
+        "learning rate anneals (anneal_steps)",),
     lines={"num_envs": "src/mujoco_ppo_tianshou.py:34,37 (step_per_collect 2048, 64 envs)",
            "ppo.minibatches": "src/mujoco_ppo_tianshou.py:36 (batch_size 64)",
            "ppo.epochs": "src/mujoco_ppo_tianshou.py:35 (repeat_per_collect 10)",
@@ -174,16 +180,8 @@ MUJOCO = Preset(
     "whose figures date from 6426a39)",
     {"algo": "ppo", "num_envs": 64, "rollout_len": 32, "steps": 1_000_000,
      "anneal_steps": 3_072_000, "evals": 34, "eval_envs": 10, **_TIANSHOU_MUJOCO,
-     **_same(["ppo"], lr=3e-4, anneal_lr=True, adam_eps=1e-8, epochs=10, minibatches=32,
-             norm_adv=False, clip_eps=0.2, clip_vloss=False, vf_coef=0.5, ent_coef=0.0,
-             max_grad_norm=0.5, target_kl=0.0)},
-    deviations=(
-        "value loss: tianshou's vf_coef 0.25 multiplies a loss without the 1/2 factor, "
-        "pgjax's has it, so vf_coef is 0.5 (cleanrl's 0.5 x 1/2 is the same)",
-        "tianshou recomputes the advantages with the current critic before every epoch "
-        "(recompute_advantage); pgjax computes GAE once per rollout",
-        "tianshou's policy head is initialised with gain 0.01 x sqrt(2) and the value head "
-        "with sqrt(2); pgjax's with 0.01 and 1",
+     **_TIANSHOU_PPO},
+    deviations=_TIANSHOU_PPO_DEVIATIONS + (
         "truncation: tianshou (gym 0.17) and cleanrl treat a time limit as termination; pgjax "
         "bootstraps it from the final observation",
         "environments: the benchmark ran v3 (v2 for Reacher and the pendulums) under gym "
