@@ -407,9 +407,6 @@ def bootstrap_ci(x, n: int = 2000, seed: int = 0) -> tuple[float, float]:
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
-ESTIMATORS = ("iqm", "mean", "median")
-
-
 def _estimators():
     from rliable import metrics as m
 
