@@ -82,6 +82,12 @@ for _env, _task, _random, _max in (("gym:HalfCheetah-v5", "halfcheetah", -275.78
     register_reference(_env, _random, _MEASURE.format(env=_env), _max,
                        _D4RL.format(task=_task), 1000)
 
+for _env, _random in (("playground:CartpoleBalance", 355.47), ("playground:CartpoleSwingup", 28.75),
+                      ("playground:PendulumSwingup", 1.27), ("playground:ReacherEasy", 35.38)):
+    register_reference(_env, _random, _MEASURE.format(env=_env), 1000.0,
+                       "the bound: every DM Control reward is in [0, 1] per step "
+                       "(mujoco_playground/_src/reward.py, tolerance), 1000-step episodes", 1000)
+
 
 def measure_random(env_id: str, episodes: int = 100, seed: int = 0) -> tuple[float, float, int]:
     """(mean, standard error, time limit) of the return of ``episodes`` episodes of a policy
