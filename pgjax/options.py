@@ -164,12 +164,20 @@ def flat_options(options: dict) -> dict:
     return out
 
 
+def exact(v: float) -> str:
+    """``v`` as ``%g`` where that reads back as ``v`` exactly, else its shortest exact form
+    (``1.000001e-4`` stays distinct from ``1e-4``): names built from values never merge two
+    distinct values."""
+    short = f"{v:g}"
+    return short if float(short) == v else repr(float(v))
+
+
 def format_option(v) -> str:
     """An option's value as group labels show it: ``64x64`` for a list, ``%g`` for a float."""
     if isinstance(v, (list, tuple)):
         return "x".join(str(x) for x in v)
     if isinstance(v, float):
-        return f"{v:g}"
+        return exact(v)
     if isinstance(v, dict):
         return "{...}"
     return str(v)

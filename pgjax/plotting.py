@@ -123,11 +123,12 @@ def aggregate_tables(df: pd.DataFrame, reps: int, seed: int = 0, source: str = "
     final = results.finals(df, source, window)
     _warn_missing(df, final, source)
     agg, prob = results.aggregate(final, reps, seed)
-    agg.insert(1, "returns", RETURN_LABELS[source])
-    agg.insert(2, "final", f"mean of the evaluations over the last {window:.0%} of training"
-               if source in EVAL_SOURCES else
-               f"mean of the curve points over the last {window:.0%} of training")
-    return agg, prob
+    agg["returns"] = RETURN_LABELS[source]
+    agg["final"] = (f"mean of the evaluations over the last {window:.0%} of training"
+                    if source in EVAL_SOURCES else
+                    f"mean of the curve points over the last {window:.0%} of training")
+    first = ["group", "returns", "final"]
+    return agg[first + [c for c in agg.columns if c not in first]], prob
 
 
 def _save(fig, out: Path, stem: str) -> list[Path]:
@@ -184,9 +185,11 @@ def plot_returns(df, out: Path, estimator: str, reps: int, source: str = "auto")
 
 
 def _check_metric(df, column: str) -> None:
-    if column not in df or not df[column].notna().any():
-        known = sorted(c for c in df.columns if c not in ("algo", "env", "group", "group_dir",
-                                                          "run", "seed"))
+    numeric = column in df and pd.api.types.is_numeric_dtype(df[column]) and \
+        column not in results.RUN_COLUMNS
+    if not numeric or not df[column].notna().any():
+        known = sorted(c for c in df.columns if c not in results.RUN_COLUMNS + ["chunk"]
+                       and pd.api.types.is_numeric_dtype(df[c]))
         raise ConfigError(f"no run records '{column}'; pass --metric with a recorded column: "
                           f"{', '.join(known)}")
 

@@ -45,6 +45,7 @@ from flax import serialization
 
 from pgjax.config import TrainConfig
 from pgjax.errors import ConfigError
+from pgjax.options import exact
 from pgjax.rundir import (DirState, check_records, enclosing_run,  # noqa: F401
                           inspect, is_finished, read_json, read_rows, recorded_rows,
                           run_status, METRICS, PACKED, pack_metrics)
@@ -63,14 +64,6 @@ def cell(v):
     if isinstance(v, float) and np.isfinite(v) and float(np.float32(v)) == v:
         return str(np.float32(v))
     return v
-
-
-def exact(v: float) -> str:
-    """``v`` as ``%g`` where that reads back as ``v`` exactly, else its shortest exact form
-    (``1.000001e-4`` stays distinct from ``1e-4``): names built from values never merge two
-    distinct values."""
-    short = f"{v:g}"
-    return short if float(short) == v else repr(float(v))
 
 
 def run_id(seed: int, hp: dict, varied: list[str]) -> str:
@@ -176,9 +169,9 @@ class RunRecords:
         """Rewrite run r's metrics.csv atomically (a kill never leaves a half-written row)."""
         import io
 
-        (self.run_dirs[r] / PACKED).unlink(missing_ok=True)  # a finish that a kill cut short
         if not self.rows[r]:
             (self.run_dirs[r] / METRICS).unlink(missing_ok=True)
+            (self.run_dirs[r] / PACKED).unlink(missing_ok=True)
             return
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=self.columns or list(self.rows[r][0].keys()),
@@ -186,6 +179,8 @@ class RunRecords:
         w.writeheader()
         w.writerows({k: cell(v) for k, v in row.items()} for row in self.rows[r])
         atomic_write_bytes(self.run_dirs[r] / METRICS, buf.getvalue().encode())
+        # the rows are on disk: a compressed copy left by a finish that a kill cut short goes
+        (self.run_dirs[r] / PACKED).unlink(missing_ok=True)
 
     def _append(self, rows_per_run: list[list[dict]]) -> None:
         for r, rows in enumerate(rows_per_run):

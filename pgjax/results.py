@@ -32,13 +32,14 @@ import io
 import json
 import os
 import sys
+import zlib
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from pgjax.errors import ConfigError
-from pgjax.options import fill_label, flat_options, format_option as _fmt
+from pgjax.options import exact, fill_label, flat_options, format_option as _fmt
 from pgjax.references import reference_for
 from pgjax.rundir import (check_metrics, inspect, metrics_file, metrics_text, read_json,
                           run_status)
@@ -82,7 +83,7 @@ def find_run_dirs(paths, command: str = "results") -> list[Path]:
                     raise ConfigError(found.reason)
                 print(f"pgjax {command}: note: {found.reason}; left out", file=sys.stderr)
                 continue
-            if found.state != "new" and c not in out:
+            if found.state != "new" and c.resolve() not in {o.resolve() for o in out}:
                 out.append(c)
     return out
 
@@ -126,7 +127,7 @@ def _read_config(config: dict) -> tuple[dict, set | None, dict]:
 
 def _grid_label(record: dict, run: dict) -> str:
     varied = [k for k, v in record.get("grid", {}).items() if len(v) > 1]
-    return ", ".join(f"{k.split('.')[-1]}={run['hparams'][k]:g}" for k in varied)
+    return ", ".join(f"{k.split('.')[-1]}={exact(run['hparams'][k])}" for k in varied)
 
 
 def runs(paths, include_unfinished: bool = False, command: str = "results") -> pd.DataFrame:
@@ -149,7 +150,8 @@ def runs(paths, include_unfinished: bool = False, command: str = "results") -> p
         record = found.record or read_json(root / "config.json", "the run's config.json")
         c, name = record["config"], names[root]
         opts, used, every = _read_config(c)
-        options[name] = opts
+        varied = {k for k, v in record.get("grid", {}).items() if len(v) > 1}
+        options[name] = {k: v for k, v in opts.items() if k not in varied}  # named per run
         label = c.get("label") or ""
         base = fill_label(label, every) if label else c["algo"]
         for r in record["runs"]:
@@ -175,36 +177,50 @@ def runs(paths, include_unfinished: bool = False, command: str = "results") -> p
     return table
 
 
+def _matters(key: str, used) -> bool:
+    """Whether option ``key`` is read by a run whose components are ``used`` (None: not
+    known, so every option counts): top-level options always, a component's only when the
+    run has that component."""
+    head = key.partition(".")[0]
+    return used is None or "." not in key or head in used
+
+
 def _tell_apart(table: pd.DataFrame, options: dict) -> None:
     """Rename the groups of different directories that share a name (same env): each gets
     the options in which the directories differ and which its components read; labelled
-    directories keep their label (told apart by directory only where labels coincide)."""
-    def matters(key: str, used) -> bool:
-        head = key.partition(".")[0]
-        sub = "." in key and head not in ("algo_options",)
-        return used is None or not sub or head in used
+    directories keep their label (told apart by directory only where labels coincide). A
+    new name that meets another directory's group is told apart in the next round."""
+    for round_ in range(4):
+        shared = [(key, sub) for key, sub in table.groupby(["env", "group"])
+                  if sub["dir"].nunique() > 1]
+        if not shared:
+            return
+        for (env, group), sub in shared:
+            _rename(table, options, env, group, sub, by_dir=round_ == 3)
 
-    for (env, group), sub in table.groupby(["env", "group"]):
-        dirs = sorted(sub["dir"].unique())
-        if len(dirs) < 2:
-            continue
-        labelled = bool(sub["labelled"].all())
-        used = {d: sub.loc[sub["dir"] == d, "used"].iloc[0] for d in dirs}
-        labels = {d: "" for d in dirs}
-        if not labelled:  # a component's option tells apart the directories that read it
-            keys = sorted({k for d in dirs for k in options[d]})
-            readers = {k: [d for d in dirs if matters(k, used[d])] for k in keys}
-            differ = [k for k in keys if len({json.dumps(options[d].get(k), sort_keys=True,
-                                                         default=str)
-                                              for d in readers[k]}) > 1]
-            labels = {d: ", ".join(f"{k.split('.')[-1]}={_fmt(options[d].get(k))}"
-                                   for k in differ if d in readers[k]) for d in dirs}
-        if len(set(labels.values())) < len(dirs):  # nothing that matters differs
-            labels = {d: labels[d] + (", " if labels[d] else "") + f"dir={d}" for d in dirs}
-        for d in dirs:
-            mask = (table["env"] == env) & (table["group"] == group) & (table["dir"] == d)
-            table.loc[mask, "group"] = f"{group} ({labels[d]})" if not group.endswith(")") \
-                else group[:-1] + f", {labels[d]})"
+
+def _rename(table, options, env, group, sub, by_dir: bool) -> None:
+    """One round of ``_tell_apart`` for the directories sharing (env, group): an option
+    tells two directories apart where both record it (a grid-swept one is named per run)
+    and their components read it; ``by_dir`` (or nothing that matters differs): the
+    directory names too."""
+    dirs = sorted(sub["dir"].unique())
+    used = {d: sub.loc[sub["dir"] == d, "used"].iloc[0] for d in dirs}
+    labels = {d: "" for d in dirs}
+    if not sub["labelled"].all():
+        keys = sorted({k for d in dirs for k in options[d]})
+        readers = {k: [d for d in dirs if _matters(k, used[d]) and k in options[d]]
+                   for k in keys}
+        differ = [k for k in keys if len({json.dumps(options[d][k], sort_keys=True,
+                                                     default=str) for d in readers[k]}) > 1]
+        labels = {d: ", ".join(f"{k.split('.')[-1]}={_fmt(options[d][k])}"
+                               for k in differ if d in readers[k]) for d in dirs}
+    if by_dir or len(set(labels.values())) < len(dirs):
+        labels = {d: labels[d] + (", " if labels[d] else "") + f"dir={d}" for d in dirs}
+    for d in dirs:
+        mask = (table["env"] == env) & (table["group"] == group) & (table["dir"] == d)
+        table.loc[mask, "group"] = f"{group} ({labels[d]})" if not group.endswith(")") \
+            else group[:-1] + f", {labels[d]})"
 
 
 class _Runs:
@@ -217,6 +233,9 @@ class _Runs:
     def __eq__(self, other):
         return isinstance(other, _Runs) and other.table is self.table
 
+    def __deepcopy__(self, memo):  # pandas copies attrs with every derived frame
+        return self
+
     __hash__ = object.__hash__
 
 
@@ -228,12 +247,19 @@ def run_table(df: pd.DataFrame) -> pd.DataFrame | None:
 
 
 def _read_metrics(path: Path, command: str) -> pd.DataFrame | None:
+    """A run's metrics, read once and checked (``check_metrics``); None, with a note, for
+    a damaged or vanished file (one damaged file does not stop the others' tables)."""
     try:
-        check_metrics(path)
-    except ConfigError as e:  # one damaged file does not stop the others' tables
+        text = metrics_text(path)
+        check_metrics(path, text)
+    except (OSError, EOFError, UnicodeDecodeError, zlib.error) as e:
+        print(f"pgjax {command}: note: {path} is unreadable ({type(e).__name__}); run left "
+              f"out", file=sys.stderr)
+        return None
+    except ConfigError as e:
         print(f"pgjax {command}: note: {e}; run left out", file=sys.stderr)
         return None
-    return pd.read_csv(io.StringIO(metrics_text(path)))
+    return pd.read_csv(io.StringIO(text))
 
 
 def run_metrics(run_dir) -> pd.DataFrame:
@@ -301,9 +327,12 @@ def load(paths, include_unfinished: bool = False, include_failed: bool = False,
     if len(options):
         clash = [c for c in options.columns if c in out.columns and c != "dir"]
         out = out.merge(options.drop(columns=clash), on="dir", how="left")
-    hp = pd.DataFrame([{"run": r, **h} for r, h in zip(table["run"], table["hparams"])])
-    for col in hp.columns.drop("run"):  # a grid point's own value, not the directory's base
-        out[col] = out["run"].map(dict(zip(hp["run"], hp[col])))
+    for run, hparams in zip(table["run"], table["hparams"]):
+        mine = out["run"] == run  # a grid point's own value, not the directory's base
+        for col, value in hparams.items():
+            if col not in out:
+                out[col] = np.nan
+            out.loc[mine, col] = value
     out.attrs["runs"] = _Runs(table)
     return out
 
@@ -366,16 +395,19 @@ def finals(df: pd.DataFrame, source: str = "auto", window: float = FINAL_WINDOW)
                           f"5% of training)")
     source = eval_source(df) if source == "auto" else source
     cols = RUN_COLUMNS + ["env_steps", "final", "k", "last", "score", "reference", "source"]
+    table = run_table(df)
     if source not in df or not df[source].notna().any():
-        return pd.DataFrame(columns=cols)
+        out = pd.DataFrame(columns=cols)
+        out.attrs["runs"] = _Runs(table) if table is not None else None
+        return out
     pts = return_points(df, source, keys=RUN_COLUMNS)
     end = pts.groupby("run")["env_steps"].transform("max")
     tail = pts[pts["env_steps"] >= (1 - window) * end]
     out = tail.groupby(RUN_COLUMNS, sort=False).agg(
         env_steps=("env_steps", "max"), final=("value", "mean"), k=("value", "size"),
         last=("value", "last")).reset_index()
-    table = run_table(df)
-    lengths = dict(zip(table["run"], table["episode_length"])) if table is not None else {}
+    lengths = {r: None if pd.isna(n) else int(n) for r, n in
+               zip(table["run"], table["episode_length"])} if table is not None else {}
     scores, notes = [], []
     for env, run, final in zip(out["env"], out["run"], out["final"]):
         ref, why = reference_for(env, lengths.get(run))
@@ -425,7 +457,8 @@ def score_matrices(final: pd.DataFrame) -> tuple[dict, list[str], str]:
         column, note, used = "score", "normalised", envs
     elif len(envs) == 1:
         column, used = "final", envs
-        note = f"unnormalised: {final['reference'].dropna().iloc[0] or 'no references'}"
+        why = [r for r in final["reference"].dropna() if r]
+        note = f"unnormalised: {why[0] if why else 'no references'}"
     else:
         column, used = "score", [e for e in envs if e not in unref]
         note = (f"normalised over {', '.join(used)}; {', '.join(unref)} left out (no "
@@ -437,8 +470,25 @@ def score_matrices(final: pd.DataFrame) -> tuple[dict, list[str], str]:
         if not used or any(len(c) == 0 for c in cols):
             continue
         n = min(len(c) for c in cols)
+        if any(len(c) > n for c in cols):
+            print(f"pgjax: warning: {group} has {', '.join(str(len(c)) for c in cols)} runs on "
+                  f"{', '.join(used)}; the aggregate over tasks uses the first {n} of each",
+                  file=sys.stderr)
         out[group] = np.stack([c[:n] for c in cols], axis=1)
     return out, used, note
+
+
+def _raw_matrices(final: pd.DataFrame) -> dict:
+    """{group: [runs, tasks]} final returns over every task shown, for the groups that have
+    runs on each (the first n of each task, n the fewest)."""
+    envs = sorted(final["env"].unique())
+    out = {}
+    for group, g in final.groupby("group"):
+        cols = [g.loc[g["env"] == env, "final"].to_numpy(float) for env in envs]
+        if cols and all(len(c) for c in cols):
+            n = min(len(c) for c in cols)
+            out[group] = np.stack([c[:n] for c in cols], axis=1)
+    return out
 
 
 def aggregate(final: pd.DataFrame, reps: int = 2000, seed: int = 0) -> tuple[pd.DataFrame,
@@ -468,8 +518,8 @@ def aggregate(final: pd.DataFrame, reps: int = 2000, seed: int = 0) -> tuple[pd.
             row.update({s: int(c[s].sum()) for s in STATUSES})
         g = done[done["group"] == group]
         row["runs_used"] = int(mats[group].shape[0]) if group in mats else 0
-        row["scores"] = note if group in mats else "not aggregated (no finished runs on " \
-                                                   "every task)"
+        row["scores"] = note if group in mats or not used else \
+            "not aggregated (no finished runs on every task)"
         for j, name in enumerate(fns):
             row[name] = point[group][j] if group in mats else np.nan
             row[f"{name}_ci95_lo"] = ci[group][0, j] if group in mats else np.nan
@@ -477,9 +527,11 @@ def aggregate(final: pd.DataFrame, reps: int = 2000, seed: int = 0) -> tuple[pd.
         for env, ge in g.groupby("env"):
             row[f"final_return_mean[{env}]"] = ge["final"].mean()
         rows.append(row)
-    agg = pd.DataFrame(rows)
-    pairs = {f"{a} > {b}": (mats[a], mats[b]) for a in mats for b in mats
-             if a != b and mats[a].shape[1] == mats[b].shape[1]}
+    agg = pd.DataFrame(rows) if rows else pd.DataFrame(columns=["group"])
+    # P(X > Y) compares runs task by task, so any per-task normalisation leaves it as it is:
+    # it uses every task shown, referenced or not
+    raw = _raw_matrices(done)
+    pairs = {f"{a} > {b}": (raw[a], raw[b]) for a in raw for b in raw if a != b}
     prob = pd.DataFrame(columns=["comparison", "probability_of_improvement", "ci95_lo",
                                  "ci95_hi"])
     if pairs:

@@ -8,6 +8,7 @@ import csv
 import gzip
 import io
 import json
+import zlib
 from pathlib import Path
 from typing import NamedTuple
 
@@ -161,16 +162,18 @@ def recorded_rows(root) -> dict:
     return out
 
 
-def check_metrics(path: Path) -> int:
+def check_metrics(path: Path, text: str | None = None) -> int:
     """A run's metrics file (``metrics_file``) is whole: it decodes, every row has its
     header's number of cells, every cell is a number and the rows are iterations 0, 1, ...
-    in order. Returns the number of rows; a one-line ``ConfigError`` names the file and the
-    line otherwise."""
+    in order (``text``: the file's text, already read). Returns the number of rows; a
+    one-line ``ConfigError`` names the file and the line otherwise."""
     fix = "restore the file or pass --overwrite to start the run over (the old one is set " \
           "aside in .trash)"
     try:
-        rows = list(csv.reader(io.StringIO(metrics_text(path), newline="")))
-    except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile, csv.Error) as e:
+        rows = list(csv.reader(io.StringIO(metrics_text(path) if text is None else text,
+                                           newline="")))
+    except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile, zlib.error,
+            csv.Error) as e:
         raise ConfigError(f"{path} is damaged ({type(e).__name__}); {fix}") from None
     header, body = (rows[0], rows[1:]) if rows else ([], [])
     if not header or header[0] != "iteration":

@@ -158,3 +158,41 @@ def test_readme_quickstart_figures_match_the_committed_records():
     claims = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(claims)
     assert claims.readme_block((REPO / "README.md").read_text()) == claims.render()
+
+
+def test_a_renamed_group_never_merges_with_another_directorys_group(tmp_path):
+    """A directory with a grid over ppo.lr names its groups by the grid value; two others
+    without a grid, told apart by lr, must not then join the grid's group when another
+    option (num_envs) differs."""
+    base = TrainConfig(env=ENV)
+    grid = base.with_options({"num_envs": 64})
+    fake_run_dir(tmp_path / "a", [1.0, 1.0], grid.to_dict())
+    record = json.loads((tmp_path / "a" / "config.json").read_text())
+    record["grid"] = {"ppo.lr": [0.001, 0.003]}
+    record["runs"] = [{"id": f"lr={lr}_seed0", "seed": 0, "hparams": {"ppo.lr": lr}}
+                      for lr in (0.001, 0.003)]
+    for old, new in zip(("seed0", "seed1"), record["runs"]):
+        (tmp_path / "a" / "runs" / old).rename(tmp_path / "a" / "runs" / new["id"])
+    (tmp_path / "a" / "config.json").write_text(json.dumps(record))
+    for name, lr in (("b", 0.001), ("c", 0.0003)):
+        fake_run_dir(tmp_path / name, [1.0], base.with_options(
+            {"num_envs": 8, "ppo.lr": lr}).to_dict())
+    table = r.runs([tmp_path])
+    groups = table.groupby("group")["dir"].nunique()
+    assert (groups == 1).all(), table[["dir", "group"]]
+    assert table["group"].nunique() == 4  # a's two grid points, b and c
+
+
+def test_a_damaged_compressed_metrics_file_is_left_out_in_one_note(tmp_path, capsys):
+    import gzip
+
+    fake_run_dir(tmp_path / "a", [1.0, 2.0])
+    for d in (tmp_path / "a" / "runs").iterdir():
+        (d / "metrics.csv.gz").write_bytes(gzip.compress((d / "metrics.csv").read_bytes()))
+        (d / "metrics.csv").unlink()
+    packed = tmp_path / "a" / "runs" / "seed1" / "metrics.csv.gz"
+    raw = packed.read_bytes()
+    packed.write_bytes(raw[:10] + bytes(b ^ 0xFF for b in raw[10:40]) + raw[40:])
+    df = r.load([tmp_path])
+    assert set(df["run"]) == {"a/seed0"}
+    assert "seed1" in capsys.readouterr().err
