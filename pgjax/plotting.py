@@ -331,7 +331,12 @@ def plot_main(argv: list[str]) -> int:
         print(f"pgjax plot: error: {e}", file=sys.stderr)
         return 2
     out = Path(a.out or a.paths[0])
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        print(f"pgjax plot: error: cannot write into --out {out} ({e.strerror or type(e).__name__}); "
+              f"pass a writable folder", file=sys.stderr)
+        return 2
     written = [w for m in a.metric for w in plot_metric(df, out, m)]
     source = RETURNS[a.returns]
     suffix = "" if a.returns == "auto" else f"_{a.returns}"

@@ -207,6 +207,10 @@ def test_plot_errors_are_one_line_with_exit_code_2(sweep, tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert plot_main([str(tmp_path / "empty")]) == 2
     assert "no finished run directories with metrics" in capsys.readouterr().err
+    (tmp_path / "a_file").write_text("")
+    assert plot_main([str(root), "--reps", "10", "--out", str(tmp_path / "a_file")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "cannot write into --out" in err
     for seed in range(8):
         _fail(root / "a_env1", f"seed{seed}", 3, "non-finite loss")
     assert plot_main([str(root / "a_env1")]) == 2
