@@ -106,7 +106,6 @@ def pgjax_train(args: list[str], cache: Path, out: Path, name: str) -> dict:
     whole = time.time() - t
     if p.returncode:
         raise SystemExit(f"pgjax train failed: {p.stderr.strip().splitlines()[-1]}")
-    import pandas as pd
 
     root = out / name
     from pgjax.results import run_metrics
