@@ -64,13 +64,14 @@ def plot_curves(df: pd.DataFrame, path, title: str = "", x: str = "env_steps") -
     fig.savefig(path, dpi=120)
 
 
-def summarize(root) -> pd.DataFrame:
+def summarize(root, df: pd.DataFrame | None = None) -> pd.DataFrame:
     """Final return per group over its finished runs (``results.finals``: the mean of the
     evaluations over the last 5% of training): mean, 95% CI over seeds and per-seed values,
     next to the number of runs, of failed runs and their failures (run, update, error), so
-    an aggregate over fewer runs than were started is never silent."""
+    an aggregate over fewer runs than were started is never silent. ``df``: the directory's
+    ``results.metrics``, where the caller has read them already."""
     root = Path(root)
-    df = results.metrics([root], include_unfinished=True, command="")
+    df = directory_rows(root) if df is None else df
     table = results.run_table(df)
     final = results.finals(df)
     rows = []
@@ -94,9 +95,13 @@ def summarize(root) -> pd.DataFrame:
     return out
 
 
-def plot_run(root) -> None:
+def directory_rows(root: Path) -> pd.DataFrame:
+    """Every metrics row of run directory ``root``, finished or not (no note)."""
+    return results.metrics([root], include_unfinished=True, command="")
+
+
+def plot_run(root, df: pd.DataFrame | None = None) -> None:
     root = Path(root)
     cfg = json.loads((root / "config.json").read_text())
-    plot_curves(results.metrics([root], include_unfinished=True, command=""),
-                root / "curve.png",
+    plot_curves(directory_rows(root) if df is None else df, root / "curve.png",
                 title=f"{cfg['config']['algo']} on {cfg['config']['env']}")

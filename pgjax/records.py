@@ -255,14 +255,15 @@ class RunRecords:
     def finish(self) -> None:
         """Metrics compressed, summary table and plot, then the ``status.json`` that marks the
         records complete."""
-        from pgjax.plots import plot_run, summarize
+        from pgjax.plots import directory_rows, plot_run, summarize
 
         for sink in self.sinks:
             sink.close()
         for d in self.run_dirs:
             pack_metrics(d)
-        summarize(self.root)
-        plot_run(self.root)
+        rows = directory_rows(self.root)  # read once for the table and the figure
+        summarize(self.root, rows)
+        plot_run(self.root, rows)
         atomic_write_json(self.root / "status.json", {
             "status": "finished", "failed_runs": {self.run_dirs[r].name: m
                                                   for r, m in sorted(self.failed.items())}})

@@ -110,19 +110,12 @@ def _read_config(config: dict) -> tuple[dict, set | None, dict]:
         current, used = cfg.to_dict(), set(cfg.used())
     except (ConfigError, TypeError, ValueError):
         current, used = config, None
-    out = {}
-    for k, v in current.items():
-        if k in _NOT_OPTIONS:
-            continue
-        if isinstance(v, dict):
-            out.update({f"{k}.{f}": x for f, x in v.items()})
-        elif k == "algo_options":
-            for item in v or ():
-                name, _, value = str(item).partition("=")
-                out[f"{current.get('algo', 'rule')}.{name}"] = value
-        else:
-            out[k] = v
-    return out, used, {**flat_options(current), **out}
+    every = flat_options(current)
+    out = {k: v for k, v in every.items() if k not in _NOT_OPTIONS and k != "algo_options"}
+    for item in current.get("algo_options") or ():  # a plugin rule's name=value options
+        name, _, value = str(item).partition("=")
+        out[f"{current.get('algo', 'rule')}.{name}"] = value
+    return out, used, {**every, **out}
 
 
 def _grid_label(record: dict, run: dict) -> str:
@@ -132,7 +125,7 @@ def _grid_label(record: dict, run: dict) -> str:
 
 def runs(paths, include_unfinished: bool = False, command: str = "results") -> pd.DataFrame:
     """One row per run found at or under ``paths``: the ``RUN_COLUMNS``, ``root`` (its run
-    directory), ``id``, ``hparams`` (its traced hyperparameters: the grid point), ``episode_length`` (the time limit, None: the task's own), the
+    directory), ``id``, ``hparams`` (its traced hyperparameters: the grid point), ``eval_every``, ``episode_length`` (the time limit, None: the task's own), the
     failure (``failed_update``, ``error``) and ``.attrs["options"]`` ({dir: flat options}).
     Unfinished directories are noted on stderr, as ``pgjax <command>`` (their runs have
     status ``unfinished`` and are read only with ``include_unfinished``; ``command=""``:
@@ -165,10 +158,12 @@ def runs(paths, include_unfinished: bool = False, command: str = "results") -> p
                          "root": str(root), "id": r["id"], "hparams": r.get("hparams", {}),
                          "labelled": bool(label),
                          "episode_length": c.get("episode_length"),
+                         "eval_every": int(c.get("eval_every", 1)),
                          "used": used, "failed_update": (failure or {}).get("update"),
                          "error": (failure or {}).get("error")})
     table = pd.DataFrame(rows, columns=RUN_COLUMNS + [
-        "root", "id", "hparams", "labelled", "episode_length", "used", "failed_update", "error"])
+        "root", "id", "hparams", "labelled", "episode_length", "eval_every", "used",
+        "failed_update", "error"])
     table["failed_update"] = table["failed_update"].astype("Int64")
     _tell_apart(table, options)
     table = table.drop(columns=["used", "labelled"])
@@ -283,7 +278,6 @@ def metrics(paths_or_runs, include_unfinished: bool = False, include_failed: boo
     keep = {"finished"} | ({"unfinished"} if include_unfinished else set()) | \
         ({"failed"} if include_failed else set())
     frames = []
-    every = {}
     for row in table.itertuples(index=False):
         if row.status not in keep:
             continue
@@ -291,10 +285,7 @@ def metrics(paths_or_runs, include_unfinished: bool = False, include_failed: boo
         df = _read_metrics(path, command) if path is not None else None
         if df is None:
             continue
-        if row.root not in every:
-            every[row.root] = int(read_json(Path(row.root) / "config.json", "config.json")
-                                  ["config"].get("eval_every", 1))
-        df["chunk"] = -(-df["iteration"] // every[row.root])
+        df["chunk"] = -(-df["iteration"] // row.eval_every)
         for col in RUN_COLUMNS:
             df[col] = getattr(row, col)
         frames.append(df)
