@@ -16,10 +16,24 @@ Each side is compiled and warmed up first, then timed over the same number of it
 the two are interleaved over ``--repeats`` rounds and the best round of each is reported.
 
     python benchmarks/gym_host_loop.py --envs gym:CartPole-v1 gym:Hopper-v5 --num-envs 8
+
+``--ceiling`` measures instead, per task, the machine's ceiling and pgjax's training at a
+preset's settings, side by side in one process:
+
+- **Gymnasium's own vector envs** stepping the task with uniform random actions (drawn
+  before the clock starts): ``SyncVectorEnv`` with the training's number of envs, and
+  ``AsyncVectorEnv`` (a process per env) with each count of ``--async-envs``; the best of
+  these is the ceiling;
+- **pgjax training** (``--preset``, ``--seeds`` runs vmapped in one program, rollout,
+  evaluation-free iterations including the full update) once per ``--vectorization``.
+
+    python benchmarks/gym_host_loop.py --ceiling --preset mujoco --seeds 5 \
+        --envs gym:Hopper-v5 gym:Humanoid-v5
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import platform
@@ -31,10 +45,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from pgjax import TrainConfig, Trainer
 from pgjax.algos import PPOConfig
+from pgjax.envs import GymOptions
 from pgjax.runner import run_keys, stack_hparams
 
 EPOCHS, MINIBATCHES, CLIP, LR, GAMMA, LAM = 10, 32, 0.2, 3e-4, 0.99, 0.95
@@ -199,6 +214,109 @@ class Pgjax:
         jax.block_until_ready(self.state.params)
 
 
+class PgjaxRuns:
+    """pgjax's training iteration at a preset, ``seeds`` runs vmapped in one program, the
+    Gymnasium steps called back from inside it."""
+
+    def __init__(self, env_id, preset, seeds, vectorization, workers=0):
+        cfg = TrainConfig.from_preset(preset, env=env_id)
+        cfg = dataclasses.replace(cfg, seeds=seeds, quiet=True,
+                                  gym=GymOptions(vectorization=vectorization, workers=workers))
+        self.steps = cfg.num_envs * cfg.rollout_len * seeds
+        self.trainer = Trainer(cfg)
+        runs = cfg.runs()
+        self.hp = stack_hparams(runs)
+        self.state = jax.jit(jax.vmap(self.trainer.init))(run_keys(runs)[0], self.hp)
+        self._iteration = jax.jit(jax.vmap(self.trainer.iteration), donate_argnums=0)
+
+    def iteration(self):
+        self.state, _ = self._iteration(self.state, self.hp)
+
+    def block(self):
+        jax.block_until_ready(self.state.params)
+
+
+def random_steps_per_s(venv, steps):
+    """Env steps/s of a Gymnasium vector env under uniform random actions."""
+    venv.reset(seed=0)
+    venv.action_space.seed(0)
+    actions = [venv.action_space.sample() for _ in range(64)]
+    for a in actions[:8]:  # warm up (workers started, first resets done)
+        venv.step(a)
+    t = time.perf_counter()
+    for i in range(steps):
+        venv.step(actions[i % len(actions)])
+    return steps * venv.num_envs / (time.perf_counter() - t)
+
+
+class Workers:
+    """pgjax's worker-process vector env (``--gym.vectorization workers``) behind the part of
+    Gymnasium's vector-env interface that ``random_steps_per_s`` uses."""
+
+    def __init__(self, env_id, n, workers):
+        from pgjax.envs.gym_env import GymEnv, WorkerVectorEnv, default_workers
+
+        env = GymEnv(env_id, n)
+        self.venv = WorkerVectorEnv(env.host_spec, n, workers or default_workers())
+        self.num_envs = n
+        with gym.make(env_id, disable_env_checker=True) as one:
+            self.action_space = gym.vector.utils.batch_space(one.action_space, n)
+
+    def reset(self, seed):
+        self.venv.reset(np.arange(self.num_envs) + seed)
+
+    def step(self, action):
+        return self.venv.step(action)
+
+    def close(self):
+        self.venv.close()
+
+
+def ceiling(a):
+    """The ceiling table: Gymnasium's vector envs with random actions against pgjax's
+    training at the preset, per task."""
+    rows = []
+    for env_id in a.envs:
+        name = env_id.split(":", 1)[1]
+        cfg = TrainConfig.from_preset(a.preset, env=env_id)
+        n = cfg.num_envs * a.seeds
+        make = functools.partial(gym.make, name, disable_env_checker=True)
+        row = {"env": env_id, "envs": n}
+        venv = SyncVectorEnv([make] * n, autoreset_mode=AutoresetMode.SAME_STEP)
+        row["sync"] = round(max(random_steps_per_s(venv, a.gym_steps // n)
+                                for _ in range(a.repeats)))
+        venv.close()
+        for k in a.async_envs:
+            venv = AsyncVectorEnv([make] * k, autoreset_mode=AutoresetMode.SAME_STEP,
+                                  context="spawn")
+            row[f"async_{k}"] = round(max(random_steps_per_s(venv, a.gym_steps // k)
+                                          for _ in range(a.repeats)))
+            venv.close()
+        row["ceiling"] = max(v for k, v in row.items() if k == "sync" or k.startswith("async"))
+        venv = Workers(name, n, a.workers)
+        row["workers_random"] = round(max(random_steps_per_s(venv, a.gym_steps // n)
+                                          for _ in range(a.repeats)))
+        venv.close()
+        for how in a.vectorization:
+            side = PgjaxRuns(env_id, a.preset, a.seeds, how, a.workers)
+            timed(side, 1)  # compile and warm up
+            best = min(timed(side, a.iters) for _ in range(a.repeats))
+            row[f"pgjax_{how}"] = round(a.iters * side.steps / best)
+            side.trainer.close()
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    head = (["sync"] + [f"async_{k}" for k in a.async_envs] + ["workers_random"]
+            + [f"pgjax_{h}" for h in a.vectorization])
+    print(f"| env | envs | {' | '.join(head)} | best pgjax / Gymnasium's best | "
+          f"best pgjax / workers_random |")
+    print("|---|---:|" + "---:|" * (len(head) + 2))
+    for r in rows:
+        best = max(r[f"pgjax_{h}"] for h in a.vectorization)
+        print(f"| `{r['env']}` | {r['envs']} | " + " | ".join(f"{r[h]:,}" for h in head)
+              + f" | {best / r['ceiling']:.2f} | {best / r['workers_random']:.2f} |")
+    return rows
+
+
 def timed(side, iters):
     t = time.perf_counter()
     for _ in range(iters):
@@ -214,9 +332,23 @@ def main():
     p.add_argument("--rollout-len", type=int, default=256)
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--ceiling", action="store_true",
+                   help="Gymnasium's vector envs with random actions against pgjax's training "
+                        "at --preset")
+    p.add_argument("--preset", default="mujoco")
+    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--async-envs", type=int, nargs="*", default=[2, 8])
+    p.add_argument("--gym-steps", type=int, default=40_000,
+                   help="env steps per random-action measurement")
+    p.add_argument("--vectorization", nargs="+", default=["sync", "workers"])
+    p.add_argument("--workers", type=int, default=0,
+                   help="worker processes for the workers columns (0: one per CPU core)")
     a = p.parse_args()
     print(json.dumps({"machine": platform.machine(), "devices": str(jax.devices()),
                       "jax": jax.__version__, "gymnasium": gym.__version__}))
+    if a.ceiling:
+        ceiling(a)
+        return
     rows = []
     for env_id in a.envs:
         name = env_id.split(":", 1)[1]

@@ -4,13 +4,10 @@ ranges traced hyperparameters must lie in."""
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 from pgjax.errors import ConfigError
+from pgjax.registry import load_plugins
 
 # options that moved into a component's sub-config: old name -> new (records written before
 # read with these; files and flags that use an old name are told the new one)
@@ -29,52 +26,6 @@ LEGACY = {"anneal_steps": None, "eval_mode": "deterministic", "diagnostics": "fu
 
 INT_MAX = 2**31 - 1  # counts and seeds live in int32 inside the compiled program
 MAX_SIZE = 2**20  # a layer, state or window size beyond this is a typo, not a network
-
-
-def _imported_from(path: Path) -> bool:
-    """Whether a module already imported (``import my_plugin``) was loaded from ``path``."""
-    target = path.resolve()
-    for module in list(sys.modules.values()):
-        file = getattr(module, "__file__", None)
-        if file and file.endswith(".py") and Path(file).resolve() == target:
-            return True
-    return False
-
-
-def load_plugins(plugins) -> None:
-    """Import each plugin (a dotted module name or a path to a .py file, whose folder joins
-    ``sys.path`` so it can import the files beside it) once; plugins register update rules
-    with ``pgjax.algos.register``."""
-    for plugin in plugins:
-        key = f"pgjax_plugin:{Path(plugin).resolve()}" if plugin.endswith(".py") else plugin
-        if key in sys.modules or (plugin.endswith(".py") and _imported_from(Path(plugin))):
-            continue  # one module per plugin, however it was imported first
-        try:
-            if plugin.endswith(".py"):
-                # named by its key, so inspect (help texts) finds the module of its classes
-                spec = importlib.util.spec_from_file_location(key, plugin)
-                if spec is None or not Path(plugin).exists():
-                    raise ImportError(f"no file {plugin}")
-                module = importlib.util.module_from_spec(spec)
-                sys.modules[key] = module
-                folder = str(Path(plugin).resolve().parent)  # a plugin imports files beside it
-                if folder not in sys.path:
-                    sys.path.insert(0, folder)
-                spec.loader.exec_module(module)
-            else:
-                sys.modules[key] = importlib.import_module(plugin)
-        except ImportError as e:
-            sys.modules.pop(key, None)
-            raise ConfigError(f"cannot import plugin '{plugin}' ({e}); pass an importable "
-                              f"module name or the path of a .py file to --plugins") from None
-        except Exception as e:  # the plugin's own code failed: say where, in one line
-            sys.modules.pop(key, None)
-            import traceback
-
-            frame = traceback.extract_tb(e.__traceback__)[-1]
-            raise ConfigError(f"plugin '{plugin}' raised {type(e).__name__}: {e} (at "
-                              f"{frame.filename}:{frame.lineno}); fix the plugin, or pass "
-                              f"--plugins without it") from None
 
 
 def _parse_option(cls, item: str):

@@ -8,6 +8,8 @@ matches its name.
 """
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import inspect
 import sys
 from pathlib import Path
@@ -16,6 +18,8 @@ from typing import Generic, Iterator, TypeVar
 from pgjax.errors import ConfigError
 
 T = TypeVar("T")
+
+LOADED_PLUGINS: list[str] = []  # the plugins this process has imported, in order
 
 
 class Registry(Generic[T]):
@@ -123,3 +127,52 @@ RULES: Registry = Registry("update rule", "pass --algo with")
 AGENT_SCHEMES: Registry = Registry("agent scheme", "pass --agent-update with")
 
 __all__ = ["AGENT_SCHEMES", "ENV_FAMILIES", "POLICY_KINDS", "RULES", "Registry"]
+
+
+def _imported_from(path: Path) -> bool:
+    """Whether a module already imported (``import my_plugin``) was loaded from ``path``."""
+    target = path.resolve()
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if file and file.endswith(".py") and Path(file).resolve() == target:
+            return True
+    return False
+
+
+def load_plugins(plugins) -> None:
+    """Import each plugin (a dotted module name or a path to a .py file, whose folder joins
+    ``sys.path`` so it can import the files beside it) once; plugins register update rules
+    with ``pgjax.algos.register`` and the other registries. ``LOADED_PLUGINS`` lists them in
+    order, so a worker process can load the same ones."""
+    for plugin in plugins:
+        key = f"pgjax_plugin:{Path(plugin).resolve()}" if plugin.endswith(".py") else plugin
+        if key in sys.modules or (plugin.endswith(".py") and _imported_from(Path(plugin))):
+            continue  # one module per plugin, however it was imported first
+        try:
+            if plugin.endswith(".py"):
+                # named by its key, so inspect (help texts) finds the module of its classes
+                spec = importlib.util.spec_from_file_location(key, plugin)
+                if spec is None or not Path(plugin).exists():
+                    raise ImportError(f"no file {plugin}")
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[key] = module
+                folder = str(Path(plugin).resolve().parent)  # a plugin imports files beside it
+                if folder not in sys.path:
+                    sys.path.insert(0, folder)
+                spec.loader.exec_module(module)
+            else:
+                sys.modules[key] = importlib.import_module(plugin)
+            LOADED_PLUGINS.append(str(Path(plugin).resolve()) if plugin.endswith(".py")
+                                  else plugin)
+        except ImportError as e:
+            sys.modules.pop(key, None)
+            raise ConfigError(f"cannot import plugin '{plugin}' ({e}); pass an importable "
+                              f"module name or the path of a .py file to --plugins") from None
+        except Exception as e:  # the plugin's own code failed: say where, in one line
+            sys.modules.pop(key, None)
+            import traceback
+
+            frame = traceback.extract_tb(e.__traceback__)[-1]
+            raise ConfigError(f"plugin '{plugin}' raised {type(e).__name__}: {e} (at "
+                              f"{frame.filename}:{frame.lineno}); fix the plugin, or pass "
+                              f"--plugins without it") from None

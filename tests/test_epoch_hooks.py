@@ -13,7 +13,7 @@ import pytest
 
 from pgjax.algos.pieces import SGDState, adam_direction, run_epochs
 from pgjax.cli import main
-from pgjax.options import load_plugins
+from pgjax.registry import load_plugins
 from pgjax.results import run_metrics
 
 EXAMPLE = str(Path(__file__).resolve().parents[1] / "examples" / "ppo_epoch_kl_stop.py")

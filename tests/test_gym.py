@@ -199,12 +199,106 @@ def test_every_update_rule_trains_on_a_mujoco_env(algo, tmp_path):
 
 
 @pytest.mark.slow
-def test_async_vectorization_matches_sync(tmp_path):
-    sync = _metrics(run(_small(out=str(tmp_path), name="sync")))[0]
-    asyn = _metrics(run(_small(out=str(tmp_path), name="async",
-                                     gym=GymOptions(vectorization="async"))))[0]
+@pytest.mark.parametrize("vectorization", ["async", "workers"])
+def test_process_vectorizations_train_exactly_as_sync(vectorization, tmp_path):
+    sync = _metrics(run(_small(out=str(tmp_path), name="sync", seeds=2,
+                               gym=GymOptions(vectorization="sync"))))
+    other = _metrics(run(_small(out=str(tmp_path), name=vectorization, seeds=2,
+                                gym=GymOptions(vectorization=vectorization, workers=3))))
     cols = ["train_return", "eval_return", "episodes"]
-    np.testing.assert_allclose(sync[cols].to_numpy(float), asyn[cols].to_numpy(float))
+    for a, b in zip(sync, other):
+        np.testing.assert_allclose(a[cols].to_numpy(float), b[cols].to_numpy(float))
+
+
+WORKER_SCRIPT = """
+import numpy as np
+from pgjax.envs.gym_env import GymEnv, HostVectorEnv, WorkerVectorEnv
+print("top level ran")  # a spawned worker must not run this script again
+for env_id, n in (("CartPole-v1", 7), ("Pendulum-v1", 5)):
+    spec = GymEnv(env_id, n).host_spec
+    sync, workers = HostVectorEnv(spec, n), WorkerVectorEnv(spec, n, 3)
+    seeds = np.arange(n) * 11
+    assert (sync.reset(seeds) == workers.reset(seeds)).all()
+    rng = np.random.default_rng(0)
+    ends = np.zeros(2, int)
+    for t in range(260):
+        act = (rng.integers(0, 2, n) if env_id.startswith("Cart")
+               else rng.uniform(-2, 2, (n, 1)).astype(np.float32))
+        a, b = sync.step(act), workers.step(act)
+        for x, y in zip(a, b):
+            assert x.dtype == y.dtype and (x == y).all(), env_id
+        ends += [a[2].sum(), a[3].sum()]
+    workers.close()
+    sync.close()
+    print(env_id, "terminated", ends[0], "truncated", ends[1])
+"""
+
+
+def test_worker_processes_step_exactly_as_sync_even_from_an_unguarded_script(tmp_path):
+    """--gym.vectorization workers: blocks of envs in worker processes give the sync vector
+    env's every output (episode ends, final observations, episode statistics), and starting
+    the workers does not run the user's script (no __main__ guard) again in each of them."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "unguarded.py"
+    script.write_text(WORKER_SCRIPT)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.count("top level ran") == 1
+    lines = dict(line.split(" ", 1) for line in out.stdout.splitlines()[1:])
+    # both kinds of episode end happened: CartPole terminates, Pendulum truncates at 200
+    assert not lines["CartPole-v1"].startswith("terminated 0 ")
+    assert lines["Pendulum-v1"].endswith("truncated 5")
+
+
+BOOM_PLUGIN = """
+import gymnasium as gym
+import numpy as np
+
+
+class Boom(gym.Env):
+    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+    action_space = gym.spaces.Box(-1, 1, (1,), np.float32)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        if action[0] > 0.5:
+            raise ValueError("the boom env was pushed too far")
+        return np.zeros(2, np.float32), 1.0, False, False, {}
+
+
+gym.register("PgjaxBoom-v0", entry_point=Boom, max_episode_steps=50)
+"""
+
+
+def test_workers_know_plugin_envs_and_report_their_errors_auto_keeps_others_in_process(
+        tmp_path):
+    from pgjax.envs.gym_env import GymEnv, WorkerVectorEnv
+    from pgjax.registry import load_plugins
+
+    plugin = tmp_path / "boom_gym_plugin.py"
+    plugin.write_text(BOOM_PLUGIN)
+    load_plugins((str(plugin),))
+    env = GymEnv("PgjaxBoom-v0", 64, options=GymOptions(workers=2))
+    assert env.options.resolve(64, env._portable) == ("workers", 2)
+    venv = WorkerVectorEnv(env.host_spec, 4, 2)
+    try:
+        venv.reset(range(4))
+        assert venv.step(np.zeros((4, 1), np.float32))[1].tolist() == [1.0] * 4
+        with pytest.raises(RuntimeError, match="pushed too far"):
+            venv.step(np.ones((4, 1), np.float32))
+    finally:
+        venv.close()
+    # an id registered outside any plugin (here, in this test module) cannot be made in a
+    # fresh process, so auto steps it here
+    probe = GymEnv("PgjaxProbe-v0", 64, options=GymOptions(workers=2))
+    assert probe.options.resolve(64, probe._portable) == ("sync", 1)
+    assert probe.options.resolve(31, True) == ("sync", 1)  # under 16 envs per worker
 
 
 def test_host_stepped_run_compiles_its_chunk_and_update_once(tmp_path):

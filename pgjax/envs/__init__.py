@@ -4,7 +4,7 @@ Environment ids are ``<family>:<name>``:
 
 - ``brax:<name>``  any ``brax.envs`` environment (``--brax.backend`` generalized|positional|spring|mjx)
 - ``gym:<EnvId>``  any registered Gymnasium environment (``gym:CartPole-v1``, ``gym:Hopper-v5``),
-  stepped on the host (``--gym.vectorization sync|async``), see ``pgjax.envs.gym_env``
+  stepped on the host (``--gym.vectorization auto|sync|workers|async``), see ``pgjax.envs.gym_env``
 - ``jax:<name>``   small pure-JAX tasks shipped with pgjax (``jax:cartpole``; ``jax:memory``,
   ``jax:memory-<delay>``: a cue-recall memory probe, see ``pgjax.envs.memory_probe``)
 - ``mabrax:<name>`` a Brax body split among cooperating agents, Multi-Agent MuJoCo style
@@ -89,7 +89,7 @@ def make_env(env_id: str, num_envs: int, episode_length: int | None = None,
 def _gym(name, num_envs, episode_length, options: GymOptions):
     from pgjax.envs.gym_env import make_gym_env
 
-    return make_gym_env(name, num_envs, episode_length, options.vectorization)
+    return make_gym_env(name, num_envs, episode_length, options)
 
 
 def _mabrax(name, num_envs, episode_length, options: BraxOptions):

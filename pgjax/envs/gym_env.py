@@ -25,8 +25,11 @@ the unclipped sample is what is trained on) and Discrete actions. Any other spac
 from __future__ import annotations
 
 import dataclasses
-import functools
+import contextlib
 import math
+import os
+import sys
+import types
 
 import jax
 import jax.numpy as jnp
@@ -35,17 +38,26 @@ from flax import struct
 
 from pgjax.envs.core import ActionSpace, EnvSpec, TimeStep
 from pgjax.errors import ConfigError, check_choice
+from pgjax.registry import LOADED_PLUGINS, load_plugins
 
-VECTORIZATION = ("sync", "async")
+VECTORIZATION = ("auto", "sync", "workers", "async")
+# auto: below this many envs per core, stepping them in this process is faster than a round
+# trip to worker processes (benchmarks/gym_host_loop.py --ceiling)
+AUTO_MIN_ENVS_PER_WORKER = 16
 
 
 @dataclasses.dataclass(frozen=True)
 class GymOptions:
     """Settings of the gym: family (--gym.<field>)."""
 
-    vectorization: str = "sync"
-    """Gymnasium vector env: sync (all envs in this process) or async (a worker process per
-    env)."""
+    vectorization: str = "auto"
+    """How the envs are stepped: sync (all in this process), workers (--gym.workers processes,
+    each stepping a block of envs), async (Gymnasium's AsyncVectorEnv, a process per env), or
+    auto (workers when every worker gets at least 16 envs and the env id can be made in a
+    fresh process, else sync). Results are the same either way."""
+
+    workers: int = 0
+    """Worker processes for vectorization workers/auto (0: one per CPU core)."""
 
     def in_process(self) -> "GymOptions":
         """These settings for stepping in this process (evaluation, rendering)."""
@@ -53,6 +65,21 @@ class GymOptions:
 
     def validate(self, cfg=None) -> None:
         check_choice(self.vectorization, VECTORIZATION, "vectorization", "--gym.vectorization")
+        if self.workers < 0:
+            raise ConfigError(f"--gym.workers must be >= 0 (0: one per CPU core), got "
+                              f"{self.workers}")
+
+    def resolve(self, n: int, portable: bool = True) -> tuple[str, int]:
+        """(sync, workers or async; the number of worker processes) for n envs in all;
+        ``portable``: whether a fresh process can make the env (auto steps it in this
+        process otherwise)."""
+        workers = self.workers or default_workers()
+        if self.vectorization == "auto":
+            if not portable:
+                return "sync", 1
+            workers = min(workers, n // AUTO_MIN_ENVS_PER_WORKER)
+            return ("workers", workers) if workers >= 2 else ("sync", 1)
+        return self.vectorization, workers
 
 
 def _gym():
@@ -147,11 +174,10 @@ class GymEnv:
     """
 
     def __init__(self, env_id: str, num_envs: int, episode_length: int | None = None,
-                 vectorization: str = "sync"):
+                 options: GymOptions | None = None):
         gym = _gym()
-        if vectorization not in VECTORIZATION:
-            raise ConfigError(f"unknown vectorization '{vectorization}'; pass "
-                              f"--gym.vectorization sync or async")
+        options = options or GymOptions()
+        options.validate()
         if num_envs < 1:
             raise ConfigError("num_envs must be >= 1; pass a positive --num-envs")
         try:
@@ -171,11 +197,19 @@ class GymEnv:
                               f"with its dependencies (pip install -e .) or the env's own "
                               f"extra, e.g. pip install 'gymnasium[mujoco]'") from None
         try:
-            self._obs = _ObsCodec(env_id, probe.observation_space)
-            action, self._bounds = _action_space(env_id, probe.action_space)
+            obs = _ObsCodec(env_id, probe.observation_space)
+            action, bounds = _action_space(env_id, probe.action_space)
         finally:
             probe.close()
-        self.env_id, self.vectorization = env_id, vectorization
+        self.env_id, self.options = env_id, options
+        self.host_spec = HostSpec(env_id, int(max_steps), obs, action.kind, bounds,
+                                  tuple(LOADED_PLUGINS))
+        self._obs = obs
+        entry = registered.entry_point
+        self._portable = isinstance(entry, str) or getattr(entry, "__module__", "") in {
+            name for name, module in sys.modules.items()
+            if getattr(module, "__file__", None) and (name.startswith("pgjax_plugin:")
+                                                      or name in LOADED_PLUGINS)}
         self.spec = EnvSpec(f"gym:{env_id}", self._obs.shape, action, num_envs, int(max_steps),
                             host=True)
         self.venv = None
@@ -210,7 +244,10 @@ class GymEnv:
         seeds = np.asarray(seeds)
         if self.venv is None or self.venv.n != seeds.size:
             self.close()
-            self.venv = HostVectorEnv(self, seeds.size)
+            how, workers = self.options.resolve(seeds.size, self._portable)
+            self.venv = (WorkerVectorEnv(self.host_spec, seeds.size, workers)
+                         if how == "workers" else
+                         HostVectorEnv(self.host_spec, seeds.size, how))
         return self.venv.reset(seeds.reshape(-1)).reshape(seeds.shape + self._obs.shape)
 
     def _step_host(self, action, steps):
@@ -225,30 +262,49 @@ class GymEnv:
             self.venv = None
 
 
+@dataclasses.dataclass(frozen=True)
+class HostSpec:
+    """What stepping a block of Gymnasium environments needs, picklable so that a worker
+    process can build its own block: the id, the time limit, the observation codec and the
+    action conversion."""
+
+    env_id: str
+    max_steps: int
+    obs: _ObsCodec
+    action_kind: str
+    bounds: object  # (low, high) for a Box, the start of a Discrete
+    plugins: tuple = ()  # loaded before the env is made (ids a plugin registers)
+
+    def make(self):
+        return _make_one(self.env_id, self.max_steps)
+
+    def action(self, a: np.ndarray) -> np.ndarray:
+        if self.action_kind == "box":
+            return np.clip(a, *self.bounds)
+        return a.astype(np.int64) + self.bounds
+
+
 class HostVectorEnv:
     """A Gymnasium vector environment in same-step autoreset mode, with pgjax's step output:
     (obs, reward, terminated, truncated, final_obs, episode_return, episode_length), each a
-    numpy array with leading dimension n. Keeps episode statistics itself."""
+    numpy array with leading dimension n. Keeps episode statistics itself.
 
-    def __init__(self, env: GymEnv, n: int):
+    ``vectorization``: ``sync`` (every env in this process) or ``async`` (Gymnasium's
+    ``AsyncVectorEnv``, one process per env)."""
+
+    def __init__(self, spec: HostSpec, n: int, vectorization: str = "sync"):
         from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
-        self.env, self.n = env, n
-        fns = [functools.partial(_make_one, env.env_id, env.spec.max_episode_steps)] * n
-        if env.vectorization == "async":
-            self.venv = AsyncVectorEnv(fns, context="spawn",
-                                       autoreset_mode=AutoresetMode.SAME_STEP)
+        self.spec, self.n = spec, n
+        fns = [spec.make] * n
+        if vectorization == "async":
+            with _script_hidden():
+                self.venv = AsyncVectorEnv(fns, context="spawn",
+                                           autoreset_mode=AutoresetMode.SAME_STEP)
         else:
             self.venv = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
         self.ep_return = np.zeros(n, np.float64)
         self.ep_length = np.zeros(n, np.int64)
-        kind = env.spec.action.kind
-        if kind == "box":
-            low, high = env._bounds
-            self._action = lambda a: np.clip(a, low, high)
-        else:
-            start = env._bounds
-            self._action = lambda a: a.astype(np.int64) + start
 
     def reset(self, seeds) -> np.ndarray:
         """Reset every environment with its own integer seed; returns obs [n, *obs]."""
@@ -258,21 +314,22 @@ class HostVectorEnv:
         obs, _ = self.venv.reset(seed=seeds)
         self.ep_return[:] = 0.0
         self.ep_length[:] = 0
-        return self.env._obs(obs)
+        return self.spec.obs(obs)
 
     def step(self, action: np.ndarray):
-        obs, reward, terminated, truncated, info = self.venv.step(self._action(np.asarray(action)))
+        obs, reward, terminated, truncated, info = self.venv.step(
+            self.spec.action(np.asarray(action)))
         terminated = np.asarray(terminated, bool)
         # An episode that terminates on its last allowed step is terminal, not truncated
         # (Gymnasium's TimeLimit reports both): it must not bootstrap.
         truncated = np.asarray(truncated, bool) & ~terminated
         done = terminated | truncated
-        obs = self.env._obs(obs)
+        obs = self.spec.obs(obs)
         final_obs = obs
         if done.any():
             final_obs = obs.copy()
             idx = np.flatnonzero(done)
-            final_obs[idx] = self.env._obs(np.stack([info["final_obs"][i] for i in idx]))
+            final_obs[idx] = self.spec.obs(np.stack([info["final_obs"][i] for i in idx]))
         reward = np.asarray(reward, np.float64)
         self.ep_return += reward
         self.ep_length += 1
@@ -287,6 +344,154 @@ class HostVectorEnv:
         self.venv.close()
 
 
+# The step's outputs as (dtype, trailing shape) given the observation size; the order of
+# HostVectorEnv.step's tuple
+def _out_layout(obs_shape):
+    return ((np.float32, obs_shape), (np.float32, ()), (np.bool_, ()), (np.bool_, ()),
+            (np.float32, obs_shape), (np.float32, ()), (np.int32, ()))
+
+
+def _shared(ctx, n, dtype, shape):
+    """A numpy array [n, *shape] over shared memory that spawned processes can map."""
+    dtype = np.dtype(dtype)
+    raw = ctx.RawArray("b", max(1, n * int(np.prod(shape, dtype=int)) * dtype.itemsize))
+    return raw, dtype, (n,) + tuple(shape)
+
+
+def _view(block):
+    raw, dtype, shape = block
+    return np.frombuffer(raw, dtype, int(np.prod(shape))).reshape(shape)
+
+
+def _worker(spec: HostSpec, lo: int, hi: int, action_block, out_blocks, conn):
+    """A worker process: steps envs [lo, hi) of the pool with a sync vector env, reading their
+    actions from and writing their step outputs into the shared arrays."""
+    import traceback
+
+    try:
+        load_plugins(spec.plugins)
+        venv = HostVectorEnv(spec, hi - lo)
+        actions, outs = _view(action_block), [_view(b) for b in out_blocks]
+        while True:
+            cmd, arg = conn.recv()
+            if cmd == "step":
+                for out, x in zip(outs, venv.step(actions[lo:hi])):
+                    out[lo:hi] = x
+            elif cmd == "reset":
+                outs[0][lo:hi] = venv.reset(arg)
+            elif cmd == "close":
+                venv.close()
+                conn.send(("ok", None))
+                return
+            conn.send(("ok", None))
+    except KeyboardInterrupt:
+        return
+    except BaseException:  # the parent raises it with the worker's traceback
+        conn.send(("error", traceback.format_exc()))
+
+
+@contextlib.contextmanager
+def _script_hidden():
+    """Start processes without the user's script: a spawned process imports the parent's
+    ``__main__`` from its file, which runs a script's unguarded top level (its training run)
+    once more in every worker. The workers' code is all in pgjax, so they need none of it."""
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
+def default_workers() -> int:
+    """The CPU cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+class WorkerVectorEnv:
+    """``HostVectorEnv``'s interface over ``workers`` processes, each stepping a contiguous
+    block of the n environments in its own sync vector env, with actions and step outputs in
+    shared memory: one round trip per worker per step, whatever the number of envs. Every
+    env is the same env with the same seed as in a sync vector env, so the results are
+    identical; only the work is spread over the cores."""
+
+    def __init__(self, spec: HostSpec, n: int, workers: int):
+        import multiprocessing as mp
+
+        self.spec, self.n = spec, n
+        ctx = mp.get_context("spawn")
+        workers = max(1, min(workers, n))
+        edges = np.linspace(0, n, workers + 1).round().astype(int)
+        self.blocks = list(zip(edges[:-1], edges[1:]))
+        a_dtype, a_shape = ((np.float32, spec.bounds[0].shape) if spec.action_kind == "box"
+                            else (np.int32, ()))
+        self._action_block = _shared(ctx, n, a_dtype, a_shape)
+        self._out_blocks = [_shared(ctx, n, d, s) for d, s in _out_layout(spec.obs.shape)]
+        self._actions = _view(self._action_block)
+        self._outs = [_view(b) for b in self._out_blocks]
+        self.conns, self.procs = [], []
+        with _script_hidden():
+            self._start(ctx)
+
+    def _start(self, ctx):
+        for lo, hi in self.blocks:
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=_worker, daemon=True, name=f"pgjax-gym-{lo}-{hi}",
+                               args=(self.spec, int(lo), int(hi), self._action_block,
+                                     self._out_blocks, child))
+            proc.start()
+            child.close()
+            self.conns.append(parent)
+            self.procs.append(proc)
+
+    def _all(self, messages):
+        for conn, message in zip(self.conns, messages):
+            conn.send(message)
+        for conn, proc in zip(self.conns, self.procs):
+            try:
+                status, detail = conn.recv()
+            except EOFError:
+                raise RuntimeError(f"gym:{self.spec.env_id}: worker process {proc.name} exited "
+                                   f"(code {proc.exitcode}); rerun with --gym.vectorization "
+                                   f"sync to see the environment's error here") from None
+            if status == "error":
+                hint = ""
+                if "NameNotFound" in detail or "not found" in detail:
+                    hint = (" (a worker process knows the ids that Gymnasium and installed "
+                            "packages register, and those a --plugins file registers; register "
+                            "yours in a plugin, or pass --gym.vectorization sync)")
+                raise RuntimeError(f"gym:{self.spec.env_id}: worker process {proc.name} "
+                                   f"failed{hint}:\n{detail}")
+
+    def reset(self, seeds) -> np.ndarray:
+        seeds = [int(s) for s in seeds]
+        if len(seeds) != self.n:
+            raise ValueError(f"need {self.n} seeds, got {len(seeds)}")
+        self._all([("reset", seeds[lo:hi]) for lo, hi in self.blocks])
+        return self._outs[0].copy()
+
+    def step(self, action: np.ndarray):
+        self._actions[...] = np.asarray(action).reshape(self._actions.shape)
+        self._all([("step", None)] * len(self.blocks))
+        return tuple(out.copy() for out in self._outs)
+
+    def close(self):
+        for conn in self.conns:
+            try:
+                conn.send(("close", None))
+                conn.recv()
+            except (OSError, EOFError):
+                pass
+        for proc in self.procs:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.terminate()
+        self.conns, self.procs = [], []
+
+
 def make_gym_env(env_id: str, num_envs: int, episode_length: int | None = None,
-                 vectorization: str = "sync") -> GymEnv:
-    return GymEnv(env_id, num_envs, episode_length, vectorization)
+                 options: GymOptions | None = None) -> GymEnv:
+    return GymEnv(env_id, num_envs, episode_length, options)
