@@ -196,3 +196,38 @@ def test_a_damaged_compressed_metrics_file_is_left_out_in_one_note(tmp_path, cap
     df = r.load([tmp_path])
     assert set(df["run"]) == {"a/seed0"}
     assert "seed1" in capsys.readouterr().err
+
+
+def _experiment(name):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, REPO / "experiments" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_mujoco_table_final_best_anchor_ratio_and_decayed_seeds(tmp_path):
+    """experiments/mujoco_table.py on hand-made records: evaluations every 1,000 steps to
+    3,000; Hopper's seed 2 falls from 3,000 to 2,000 at the end, Reacher ends at -5."""
+    table = _experiment("mujoco_table")
+
+    def hopper(seed, i):  # 0 at start, 3,000 (seed 2: 3,300) at 1,000 and 2,000 steps
+        top = 3300.0 if seed == 2 else 3000.0
+        return 0.0 if i == 0 else (2000.0 if seed == 2 and i == 30 else top)
+
+    fake_run_dir(tmp_path / "hopper", [0, 0, 0], TrainConfig(env="gym:Hopper-v5").to_dict(),
+                 curve=hopper)
+    fake_run_dir(tmp_path / "reacher", [0, 0], TrainConfig(env="gym:Reacher-v5").to_dict(),
+                 curve=lambda seed, i: -5.0 - 20 * (i == 0))
+    t = table.table(r.load([tmp_path]), decay_after=1500).set_index("task")
+    h = t.loc["Hopper"]
+    assert h["final_per_seed"] == "3000.0 3000.0 2000.0"
+    assert h["final"] == pytest.approx(8000 / 3)
+    assert h["best"] == pytest.approx(3100) and h["best_at"] == 1000  # seed-mean curve's top
+    assert h["final_over_tianshou"] == pytest.approx(8000 / 3 / 2609.3)
+    assert h["decayed"] == "seed 2: 2000 of best 3300"  # 2,000 < 3,300 - 330
+    assert t.loc["Reacher", "final_over_tianshou"] == pytest.approx(4.1 / 5)
+    assert t.loc["Reacher", "decayed"] == ""
+    md = table.markdown(t.reset_index())
+    assert "final ≥ 0.9 × Tianshou on 1 of 2 tasks, ≥ Tianshou on 1." in md

@@ -1,0 +1,182 @@
+"""The Gymnasium MuJoCo-v5 table: PPO at one configuration (``--preset mujoco``) on nine
+tasks against the published 1M-step figures.
+
+    pgjax sweep experiments/sweeps/mujoco_v5.toml
+    python experiments/mujoco_table.py experiments/results/sweeps/mujoco_v5 \
+        --out experiments/results/mujoco_v5
+
+Per task, from the runs' stochastic evaluations (10 episodes each, as Tianshou's):
+
+- ``final``: each seed's mean evaluation over the last 5% of its training
+  (``pgjax.results.finals``), mean over seeds with a 95% bootstrap CI;
+- ``best``: Tianshou's metric, the highest point of the seed-mean evaluation curve over
+  training;
+- the anchors with their sources, ``final / Tianshou``, and the wall time of the task's
+  program (all seeds vmapped in one);
+- decay: each seed's final against its best evaluation after ``--decay-after`` steps
+  (``final >= best - 10% of |best|``); the seeds that fall below are listed.
+
+Writes ``table.csv``, ``table.md`` (the README's table) and ``curves.png`` (the seed-mean
+curve with its bootstrap band per task, the Tianshou figure as a line).
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pgjax import results
+from pgjax.results import bootstrap_ci
+
+_TIANSHOU = "thu-ml/tianshou @ f240205: examples/mujoco/README.md:294-304"
+_CLEANRL = "vwxyzjn/cleanrl @ 2d660b6: docs/rl-algorithms/ppo.md:339-344"
+
+# Tianshou's PPO at 1M steps: the best seed-mean evaluation over training, 10 seeds, the
+# v3 tasks (v2 for Reacher and the pendulums) under gym 0.17.3
+TIANSHOU = {"Ant": 3258.4, "HalfCheetah": 5783.9, "Hopper": 2609.3, "Walker2d": 3588.5,
+            "Swimmer": 66.7, "Humanoid": 787.1, "Reacher": -4.1, "InvertedPendulum": 1000.0,
+            "InvertedDoublePendulum": 9231.3}
+# cleanrl's ppo_continuous_action at 1M steps, the v4 tasks, 3 seeds (its own metric: the
+# mean return of recent training episodes)
+CLEANRL = {"HalfCheetah": 2905.85, "Walker2d": 2890.97, "Hopper": 2051.80,
+           "InvertedPendulum": 950.98, "Humanoid": 742.19}
+
+DECAY_TOLERANCE = 0.10  # a seed decays when its final falls more than 10% below its best
+TASK_ORDER = ["InvertedPendulum", "InvertedDoublePendulum", "Reacher", "Swimmer", "Hopper",
+              "Walker2d", "HalfCheetah", "Ant", "Humanoid"]
+
+
+def task_of(env: str) -> str:
+    """``gym:Hopper-v5`` -> ``Hopper``."""
+    return env.split(":", 1)[-1].rsplit("-v", 1)[0]
+
+
+def best_of_mean_curve(ev: pd.DataFrame, source: str) -> tuple[float, int]:
+    """(the highest seed-mean evaluation, its env step) over the evaluation points every
+    seed reached."""
+    pts = results.return_points(ev, source, keys=["run"])
+    curve = pts.groupby("point").agg(value=("value", "mean"), seeds=("value", "size"),
+                                     env_steps=("env_steps", "max"))
+    curve = curve[curve["seeds"] == pts["run"].nunique()]
+    i = curve["value"].idxmax()
+    return float(curve.loc[i, "value"]), int(curve.loc[i, "env_steps"])
+
+
+def decayed_seeds(ev: pd.DataFrame, final: pd.DataFrame, source: str, after: int) -> list:
+    """(seed, final, best after ``after`` steps) of each seed whose final return is more than
+    ``DECAY_TOLERANCE`` of its best below that best."""
+    out = []
+    for run, g in ev[ev["env_steps"] >= after].groupby("run"):
+        best = float(g[source].max())
+        f = float(final.loc[final["run"] == run, "final"].iloc[0])
+        if f < best - DECAY_TOLERANCE * abs(best):
+            out.append((int(g["seed"].iloc[0]), f, best))
+    return out
+
+
+def table(ev: pd.DataFrame, decay_after: int = 500_000) -> pd.DataFrame:
+    """One row per task from ``results.load``'s frame of the sweep's runs."""
+    source = results.eval_source(ev)
+    final = results.finals(ev, source)
+    rows = []
+    for env, g in ev.groupby("env"):
+        task = task_of(env)
+        f = final[final["env"] == env]
+        lo, hi = bootstrap_ci(f["final"])
+        best, best_at = best_of_mean_curve(g, source)
+        ts, cr = TIANSHOU.get(task), CLEANRL.get(task)
+        decays = decayed_seeds(g, f, source, decay_after)
+        ratio = np.nan
+        if ts is not None:
+            # how far along from Tianshou's figure; for negative returns (Reacher) the ratio
+            # of magnitudes is inverted, so it is 1 at parity and below 1 when worse
+            ratio = f["final"].mean() / ts if ts > 0 else ts / f["final"].mean()
+        rows.append({
+            "task": task, "env": env, "seeds": len(f), "env_steps": int(f["env_steps"].max()),
+            "final": f["final"].mean(), "final_lo": lo, "final_hi": hi,
+            "final_per_seed": " ".join(f"{v:.1f}" for v in f["final"]),
+            "best": best, "best_at": best_at, "tianshou": ts, "cleanrl": cr,
+            "final_over_tianshou": ratio,
+            "wall_time_min": g["wall_time_s"].max() / 60,
+            "decayed": "; ".join(f"seed {s}: {a:.0f} of best {b:.0f}" for s, a, b in decays),
+            "source": source})
+    out = pd.DataFrame(rows)
+    order = {t: i for i, t in enumerate(TASK_ORDER)}
+    return out.sort_values("task", key=lambda s: s.map(lambda t: order.get(t, 99)),
+                           ignore_index=True)
+
+
+def _num(x, digits=0) -> str:
+    return "—" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:,.{digits}f}"
+
+
+def markdown(t: pd.DataFrame) -> str:
+    digits = lambda task: 1 if task in ("Reacher", "Swimmer") else 0
+    lines = ["| task | pgjax final [95% CI] | pgjax best during training | Tianshou (best) | "
+             "final / Tianshou | cleanrl | wall time (min) | seeds below 90% of their best "
+             "after 500k |",
+             "|---|---|---:|---:|---:|---:|---:|---|"]
+    for r in t.itertuples():
+        d = digits(r.task)
+        lines.append(
+            f"| {r.task} | {_num(r.final, d)} [{_num(r.final_lo, d)}, {_num(r.final_hi, d)}] | "
+            f"{_num(r.best, d)} | {_num(r.tianshou, d)} | {_num(r.final_over_tianshou, 2)} | "
+            f"{_num(r.cleanrl, d)} | {r.wall_time_min:.0f} | {r.decayed or 'none'} |")
+    hits = t["final_over_tianshou"].dropna()
+    lines += ["", f"final ≥ 0.9 × Tianshou on {(hits >= 0.9).sum()} of {len(hits)} tasks, "
+                  f"≥ Tianshou on {(hits >= 1.0).sum()}. Sources: Tianshou {_TIANSHOU}; "
+                  f"cleanrl {_CLEANRL}."]
+    return "\n".join(lines) + "\n"
+
+
+def plot(ev: pd.DataFrame, t: pd.DataFrame, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    source = t["source"].iloc[0]
+    n = len(t)
+    cols = 3
+    fig, axes = plt.subplots((n + cols - 1) // cols, cols, figsize=(4.2 * cols, 3.2 * ((n + 2) // 3)),
+                             squeeze=False)
+    for ax, r in zip(axes.flat, t.itertuples()):
+        pts = results.return_points(ev[ev["env"] == r.env], source, keys=["run"])
+        wide = pts.pivot_table(index="point", columns="run", values="value").dropna()
+        steps = pts.groupby("point")["env_steps"].max().loc[wide.index]
+        band = np.array([bootstrap_ci(row) for row in wide.to_numpy()])
+        ax.plot(steps, wide.mean(1), color="C0", label="pgjax (mean of seeds)")
+        ax.fill_between(steps, band[:, 0], band[:, 1], color="C0", alpha=0.25, lw=0)
+        if r.tianshou is not None and not np.isnan(r.tianshou):
+            ax.axhline(r.tianshou, color="C3", ls="--", lw=1, label="Tianshou 1M (best)")
+        ax.set_title(f"{r.task}-v5 ({r.seeds} seeds)")
+        ax.set_xlabel("env steps")
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=8)
+    fig.suptitle(f"PPO, --preset mujoco: {results.RETURN_LABELS[source]}, 95% bootstrap CI")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("runs", nargs="+", help="the sweep's directory (or run directories)")
+    p.add_argument("--out", default="experiments/results/mujoco_v5")
+    p.add_argument("--decay-after", type=int, default=500_000)
+    a = p.parse_args()
+    ev = results.load(a.runs, command="mujoco_table.py")
+    t = table(ev, a.decay_after)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t.to_csv(out / "table.csv", index=False)
+    (out / "table.md").write_text(markdown(t))
+    plot(ev, t, out / "curves.png")
+    print(markdown(t))
+
+
+if __name__ == "__main__":
+    main()
