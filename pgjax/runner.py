@@ -9,6 +9,8 @@ error for failed runs).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import shutil
 import sys
@@ -219,6 +221,11 @@ def check_resumable(cfg: TrainConfig, root) -> None:
     saved = json.loads(json.dumps(then.to_dict(), default=str))
     resolved = {"eval_mode": then.eval_modes == cfg.eval_modes,
                 "anneal_steps": then.anneal_iterations == cfg.anneal_iterations}
+    for f in dataclasses.fields(TrainConfig):  # how an env is stepped changes no result
+        for field in getattr(f.default, "SPEED_ONLY", ()):
+            for d in (saved, now):
+                if isinstance(d.get(f.name), dict):
+                    d[f.name].pop(field, None)
     diff = []
     for k in sorted(set(saved) | set(now)):
         if k in RESUME_IGNORED or resolved.get(k, saved.get(k) == now.get(k)):

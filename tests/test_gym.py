@@ -310,3 +310,19 @@ def test_host_stepped_run_compiles_its_chunk_and_update_once(tmp_path):
     for name in ("init", "chunk", "learn", "evaluate"):
         setattr(trainer, name, chex.assert_max_traces(getattr(trainer, name), n=1))
     run(cfg, trainer=trainer)
+
+
+def test_a_run_resumes_under_another_vectorization_but_not_other_settings(tmp_path):
+    """How the envs are stepped changes no result (GymOptions.SPEED_ONLY): a run recorded
+    with sync resumes under the default (auto) or workers; a changed setting is refused."""
+    import dataclasses
+
+    from pgjax.runner import check_resumable
+
+    cfg = _small(steps=128, out=str(tmp_path), name="resume",
+                 gym=GymOptions(vectorization="sync"))
+    root = run(cfg).root
+    for gym_options in (GymOptions(), GymOptions(vectorization="workers", workers=3)):
+        check_resumable(dataclasses.replace(cfg, gym=gym_options), root)
+    with pytest.raises(ConfigError, match="gamma"):
+        check_resumable(dataclasses.replace(cfg, gamma=0.9), root)

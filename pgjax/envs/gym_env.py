@@ -59,6 +59,10 @@ class GymOptions:
     workers: int = 0
     """Worker processes for vectorization workers/auto (0: one per CPU core)."""
 
+    # fields that change how fast the envs are stepped, never a result: a run resumes
+    # under other values
+    SPEED_ONLY = ("vectorization", "workers")
+
     def in_process(self) -> "GymOptions":
         """These settings for stepping in this process (evaluation, rendering)."""
         return dataclasses.replace(self, vectorization="sync")
