@@ -1,8 +1,10 @@
 """Gymnasium environments, stepped on the host.
 
 ``gym:<EnvId>`` builds any registered Gymnasium environment (classic control, MuJoCo v5,
-Box2D, third-party registrations). The environments run in a Gymnasium vector environment on
-the host (``sync``: in this process, ``async``: one worker process per env), behind the same
+Box2D, third-party registrations). The environments run on the host (``--gym.vectorization``:
+``sync``, a Gymnasium vector environment in this process; ``workers``, blocks of them in one
+worker process per core, ``WorkerVectorEnv``; ``async``, Gymnasium's process per env;
+``auto`` picks sync or workers by the number of envs), behind the same
 pure ``reset(key)`` / ``step(state, action)`` protocol as the JAX environments: each call is
 a host callback from inside the compiled program (``host_call``), so the trainer's rollout,
 evaluation and update are the JAX path's, and only the stepping happens on the host. Under
@@ -24,8 +26,8 @@ the unclipped sample is what is trained on) and Discrete actions. Any other spac
 """
 from __future__ import annotations
 
-import dataclasses
 import contextlib
+import dataclasses
 import math
 import os
 import sys
