@@ -73,6 +73,10 @@ class NetConfig:
     """Feedforward Gaussian policies (and multi-agent actors): bound the std below this,
     std = std_max * sigmoid(theta) with theta learned (HARL's parametrisation, std_max 0.5);
     None: an unbounded learned log-std."""
+    std_min: Optional[float] = None
+    """Feedforward Gaussian policies (and multi-agent actors): keep the std above this (std =
+    std_min + exp(theta), or within [std_min, std_max] with std_max), so it cannot shrink
+    without limit once a task is solved; None: no lower bound."""
     policy_head_gain: float = 0.01
     """Orthogonal-init gain of the policy's output layer: 0.01 starts near the uniform /
     zero-mean policy; larger values start every seed from a different random policy."""
@@ -89,9 +93,20 @@ class NetConfig:
         if not self.policy_head_gain > 0:
             raise ConfigError(f"net.policy_head_gain must be > 0, got {self.policy_head_gain}; "
                               f"pass a positive --net.policy-head-gain")
+        if self.std_min is not None:
+            if not (math.isfinite(self.std_min) and self.std_min > 0):
+                raise ConfigError(f"net.std_min must be a positive number, got {self.std_min}; "
+                                  f"pass e.g. --net.std-min 0.05, or drop it for no lower bound")
+            if not (cfg.scheme is not None or POLICY_KINDS.get(cfg.policy).bounded_std):
+                raise ConfigError(f"--net.std-min bounds the feedforward Gaussian's std; "
+                                  f"--policy {cfg.policy} has its own: drop --net.std-min")
+            if not math.exp(self.init_log_std) > self.std_min:
+                raise ConfigError(f"the initial std exp({self.init_log_std:g}) = "
+                                  f"{math.exp(self.init_log_std):.4g} must be above net.std_min "
+                                  f"{self.std_min:g}; pass a larger --net.init-log-std")
         if self.std_max is None:
             return
-        if not (math.isfinite(self.std_max) and self.std_max > 0):
+        if not (math.isfinite(self.std_max) and self.std_max > (self.std_min or 0)):
             raise ConfigError(f"net.std_max must be a positive number, got {self.std_max}; pass "
                               f"e.g. --net.std-max 0.5, or drop it for an unbounded std")
         if not (cfg.scheme is not None or POLICY_KINDS.get(cfg.policy).bounded_std):
@@ -161,7 +176,8 @@ def _feedforward(kind: str) -> Callable:
     def build(cfg, env):
         n = cfg.net
         return make_actor_critic(env.spec.action, kind, n.actor_hidden, n.critic_hidden,
-                                 n.activation, n.init_log_std, n.policy_head_gain, n.std_max)
+                                 n.activation, n.init_log_std, n.policy_head_gain, n.std_max,
+                                 n.std_min)
 
     return build
 

@@ -83,9 +83,12 @@ def _action_head(module, feats, action: ActionSpace, init_log_std: float, gain: 
 
 
 class GaussianActor(nn.Module):
-    """An MLP mean and a learned state-independent std: ``exp(log_std)``, or with
-    ``std_max`` the bounded ``std_max * sigmoid(std_logit)`` (HARL's parametrisation, which
-    keeps the std below ``std_max``); either starts at ``exp(init_log_std)``."""
+    """An MLP mean and a learned state-independent std: ``exp(log_std)``; with ``std_max``
+    the bounded ``std_max * sigmoid(std_logit)`` (HARL's parametrisation, which keeps the
+    std below ``std_max``); with ``std_min`` as well, ``std_min + (std_max - std_min) *
+    sigmoid(std_logit)``; with ``std_min`` alone, ``std_min + exp(log_std_excess)``, which
+    keeps it above ``std_min`` with its gradient alive. Each starts at
+    ``exp(init_log_std)``."""
 
     hidden: Sequence[int]
     action_dim: int
@@ -93,18 +96,27 @@ class GaussianActor(nn.Module):
     init_log_std: float = 0.0
     head_gain: float = 0.01
     std_max: Optional[float] = None
+    std_min: Optional[float] = None
 
     @nn.compact
     def __call__(self, obs):
         mean = MLP(self.hidden, self.action_dim, self.head_gain, self.activation)(obs)
-        if self.std_max is None:
-            log_std = self.param("log_std", nn.initializers.constant(self.init_log_std),
-                                 (self.action_dim,))
-        else:
-            u = math.exp(self.init_log_std) / self.std_max  # in (0, 1): validated
+        init, lo = math.exp(self.init_log_std), self.std_min or 0.0
+        if self.std_max is not None:
+            u = (init - lo) / (self.std_max - lo)  # in (0, 1): validated
             logit = self.param("std_logit", nn.initializers.constant(math.log(u / (1 - u))),
                                (self.action_dim,))
-            log_std = math.log(self.std_max) + jax.nn.log_sigmoid(logit)
+            if lo:
+                log_std = jnp.log(lo + (self.std_max - lo) * jax.nn.sigmoid(logit))
+            else:
+                log_std = math.log(self.std_max) + jax.nn.log_sigmoid(logit)
+        elif lo:
+            excess = self.param("log_std_excess", nn.initializers.constant(
+                math.log(init - lo)), (self.action_dim,))  # init > lo: validated
+            log_std = jnp.log(lo + jnp.exp(excess))
+        else:
+            log_std = self.param("log_std", nn.initializers.constant(self.init_log_std),
+                                 (self.action_dim,))
         return {"mean": mean, "log_std": log_std}
 
 
@@ -213,7 +225,7 @@ def activation_fn(name: str) -> Callable:
 
 def feedforward_actor(action: ActionSpace, policy: str, hidden: Sequence[int],
                       activation: str, init_log_std: float = 0.0, head_gain: float = 0.01,
-                      std_max: Optional[float] = None):
+                      std_max: Optional[float] = None, std_min: Optional[float] = None):
     """(actor module, distribution) of a feedforward policy: ``policy`` is ``auto``
     (Gaussian for Box, categorical for Discrete) or an explicit kind, checked against the
     environment's action space."""
@@ -225,8 +237,8 @@ def feedforward_actor(action: ActionSpace, policy: str, hidden: Sequence[int],
         if action.kind != "box":
             raise ConfigError(f"policy 'gaussian' needs a continuous (Box) action space but the "
                               f"environment's is {action.kind}; use --policy categorical or auto")
-        return (GaussianActor(tuple(hidden), action.n, act, init_log_std, head_gain, std_max),
-                Gaussian())
+        return (GaussianActor(tuple(hidden), action.n, act, init_log_std, head_gain, std_max,
+                              std_min), Gaussian())
     if action.kind != "discrete":
         raise ConfigError(f"policy 'categorical' needs a discrete action space but the "
                           f"environment's is {action.kind} ({action.n}-dim); use --policy "

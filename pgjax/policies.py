@@ -148,12 +148,12 @@ class ActorCritic(NamedTuple):
 def make_actor_critic(action: ActionSpace, policy: str = "auto", actor_hidden=(64, 64),
                       critic_hidden=(64, 64), activation: str = "tanh",
                       init_log_std: float = 0.0, head_gain: float = 0.01,
-                      std_max=None) -> ActorCritic:
+                      std_max=None, std_min=None) -> ActorCritic:
     """The feedforward kind for ``action``: ``policy`` is ``auto`` (Gaussian for Box,
     categorical for Discrete) or ``gaussian`` / ``categorical``, checked against it
-    (``std_max``: the Gaussian's bounded std, see ``GaussianActor``)."""
+    (``std_max``, ``std_min``: the Gaussian's std bounds, see ``GaussianActor``)."""
     actor, dist = feedforward_actor(action, policy, actor_hidden, activation, init_log_std,
-                                    head_gain, std_max)
+                                    head_gain, std_max, std_min)
     return ActorCritic(actor, Critic(tuple(critic_hidden), activation_fn(activation)), dist)
 
 
@@ -396,10 +396,11 @@ class JointPolicy(NamedTuple):
 
 
 def make_agent_nets(partition: Partition, actor_hidden, critic_hidden, activation: str,
-                    init_log_std: float = 0.0, head_gain: float = 0.01, std_max=None):
+                    init_log_std: float = 0.0, head_gain: float = 0.01, std_max=None,
+                    std_min=None):
     """(actor module, critic module, per-agent distribution) for a partition."""
     actor, dist = feedforward_actor(partition.action, "auto", actor_hidden, activation,
-                                    init_log_std, head_gain, std_max)
+                                    init_log_std, head_gain, std_max, std_min)
     return actor, Critic(tuple(critic_hidden), activation_fn(activation)), dist
 
 
@@ -413,7 +414,7 @@ def make_joint_policy(env, net, central: bool, share_actor: bool = False,
     part = part or single_agent_partition(env.spec)
     actor, critic, dist = make_agent_nets(part, net.actor_hidden, net.critic_hidden,
                                           net.activation, net.init_log_std,
-                                          net.policy_head_gain, net.std_max)
+                                          net.policy_head_gain, net.std_max, net.std_min)
     return JointPolicy(actor, critic, part, dist, share_actor, central, squeeze,
                        full_state=full_state)
 

@@ -147,6 +147,29 @@ def test_bounded_std_starts_at_its_initial_value_and_stays_below_its_bound():
         TrainConfig().with_options({"net.std_max": 0.5}).validate()  # exp(0) = 1 is above the bound
 
 
+def test_std_floor_starts_at_its_initial_value_and_stays_above_its_bound():
+    """--net.std-min: std = std_min + exp(theta) alone, std_min + (std_max - std_min) *
+    sigmoid(theta) with std_max; both start at exp(init_log_std)."""
+    x = jnp.zeros((1, 5))
+    floor = GaussianActor((8,), 2, init_log_std=math.log(0.6), std_min=0.1)
+    p = floor.init(jax.random.PRNGKey(0), x)
+    np.testing.assert_allclose(p["params"]["log_std_excess"], math.log(0.5), rtol=1e-6)
+    for theta in (-50.0, 0.0, 2.0):
+        p["params"]["log_std_excess"] = jnp.full(2, theta)
+        np.testing.assert_allclose(np.exp(floor.apply(p, x)["log_std"]), 0.1 + np.exp(theta),
+                                   rtol=1e-5)
+    both = GaussianActor((8,), 2, init_log_std=math.log(0.3), std_min=0.1, std_max=0.5)
+    q = both.init(jax.random.PRNGKey(0), x)
+    np.testing.assert_allclose(np.exp(both.apply(q, x)["log_std"]), 0.3, rtol=1e-5)
+    for logit, want in ((-40.0, 0.1), (40.0, 0.5)):
+        q["params"]["std_logit"] = jnp.full(2, logit)
+        np.testing.assert_allclose(np.exp(both.apply(q, x)["log_std"]), want, rtol=1e-5)
+    with pytest.raises(ConfigError, match="above net.std_min"):
+        TrainConfig().with_options({"net.std_min": 2.0}).validate()  # exp(0) = 1 is below it
+    with pytest.raises(ConfigError, match="std_min must be a positive"):
+        TrainConfig().with_options({"net.std_min": -0.1}).validate()
+
+
 def test_records_written_before_the_protocol_options_still_resume(tmp_path, monkeypatch):
     """A run directory whose config.json predates --eval-mode, --anneal-steps, --agents.obs
     and --net.std-max (and a rule's target_kl_mode), and with the options since moved into
