@@ -25,14 +25,23 @@ def best_eval_returns(records):
 
 
 @pytest.mark.slow
-def test_ppo_inverted_pendulum_reaches_900_within_500k_steps(tmp_path):
-    # 24 chunks of 10 iterations x (64 envs x 32 steps) = 491,520 env steps per seed
-    cfg = TrainConfig(env="brax:inverted_pendulum", seeds=4, steps=491_520, out=str(tmp_path),
-                      name="ppo_ip", quiet=True)
-    assert cfg.num_iterations * cfg.batch_size <= 500_000
-    returns = final_eval_returns(run(cfg))
-    print("final eval returns per seed:", returns)
-    assert (returns >= 900).sum() >= 3, returns
+def test_gymnasium_inverted_pendulum_ends_at_1000_on_8_seeds_at_the_mujoco_preset(tmp_path):
+    """The Gymnasium MuJoCo table's configuration (--preset mujoco, the learning rate on its
+    3M-step schedule) solves InvertedPendulum-v5 and ends solved: after 491,520 steps the
+    final evaluation (10 stochastic episodes) is 1,000 on all 8 seeds, and every seed was at
+    1,000 by 250k steps. (Mid-run, one seed in eight loses some episodes for a while:
+    experiments/README.md, experiment 14.)"""
+    cfg = TrainConfig.from_preset("mujoco", env="gym:InvertedPendulum-v5").with_options(
+        {"seeds": 8, "steps": 491_520, "evals": 16, "checkpoint_every": 0,
+         "out": str(tmp_path), "name": "ip_mujoco", "quiet": True})
+    evals = [m.dropna(subset=["eval_return_stochastic"])
+             for m in map(run_metrics, run(cfg).run_dirs)]
+    print("evaluations per seed:", [e["eval_return_stochastic"].round().tolist()
+                                    for e in evals])
+    assert all(len(e) == 16 for e in evals)
+    assert all(e["eval_return_stochastic"].iloc[-1] >= 999 for e in evals)
+    assert all((e.loc[e["env_steps"] <= 250_000, "eval_return_stochastic"] >= 999).any()
+               for e in evals)
 
 
 @pytest.mark.slow
