@@ -210,22 +210,22 @@ class GymEnv:
         self.env_id, self.options = env_id, options
         self.host_spec = HostSpec(env_id, int(max_steps), obs, action.kind, bounds,
                                   tuple(LOADED_PLUGINS))
-        self._obs = obs
+        # a fresh process can make the env if Gymnasium imports its entry point by name, or a
+        # plugin it loads registers it
         entry = registered.entry_point
-        self._portable = isinstance(entry, str) or getattr(entry, "__module__", "") in {
-            name for name, module in sys.modules.items()
-            if getattr(module, "__file__", None) and (name.startswith("pgjax_plugin:")
-                                                      or name in LOADED_PLUGINS)}
-        self.spec = EnvSpec(f"gym:{env_id}", self._obs.shape, action, num_envs, int(max_steps),
+        module = getattr(entry, "__module__", "")
+        self._portable = (isinstance(entry, str) or module.startswith("pgjax_plugin:")
+                          or module in LOADED_PLUGINS)
+        self.spec = EnvSpec(f"gym:{env_id}", obs.shape, action, num_envs, int(max_steps),
                             host=True)
         self.venv = None
         n, a = (num_envs,), (action.n,) if action.kind == "box" else ()
         f32 = lambda shape: jax.ShapeDtypeStruct(shape, jnp.float32)
         self._a_shape = a
         self._step_spec = TimeStep(
-            obs=f32(n + self._obs.shape), reward=f32(n),
+            obs=f32(n + obs.shape), reward=f32(n),
             terminated=jax.ShapeDtypeStruct(n, jnp.bool_),
-            truncated=jax.ShapeDtypeStruct(n, jnp.bool_), final_obs=f32(n + self._obs.shape),
+            truncated=jax.ShapeDtypeStruct(n, jnp.bool_), final_obs=f32(n + obs.shape),
             episode_return=f32(n), episode_length=jax.ShapeDtypeStruct(n, jnp.int32))
 
     @property
@@ -254,7 +254,7 @@ class GymEnv:
             self.venv = (WorkerVectorEnv(self.host_spec, seeds.size, workers)
                          if how == "workers" else
                          HostVectorEnv(self.host_spec, seeds.size, how))
-        return self.venv.reset(seeds.reshape(-1)).reshape(seeds.shape + self._obs.shape)
+        return self.venv.reset(seeds.reshape(-1)).reshape(seeds.shape + self.host_spec.obs.shape)
 
     def _step_host(self, action, steps):
         lead = np.shape(steps)
