@@ -341,11 +341,12 @@ _BRAX_TASKS = {  # from Brax's training notebook: envs, minibatch (sequences), m
 }
 
 
-def _brax_task(envs, batch, mbs, epochs, unroll, gamma, ent, scale, steps) -> dict:
+def _brax_task(envs, batch, mbs, epochs, unroll, gamma, ent, scale, steps,
+               rules=("ppo",)) -> dict:
     # Brax collects batch x minibatches sequences of `unroll` steps per update
     return {"num_envs": envs, "rollout_len": unroll * batch * mbs // envs, "gamma": gamma,
-            "norm.reward_scale": scale, "steps": steps, "ppo.minibatches": mbs,
-            "ppo.epochs": epochs, "ppo.ent_coef": ent}
+            "norm.reward_scale": scale, "steps": steps,
+            **_same(rules, minibatches=mbs, epochs=epochs, ent_coef=ent)}
 
 
 BRAX = Preset(
@@ -428,21 +429,27 @@ HAPPO_PAPER = Preset(
                             "humanoid_17x1, walker2d_2x3"})
 
 _DMC = "mujoco_playground/config/dm_control_suite_params.py"
+# the rules this preset sets Brax PPO's shared settings for (SPO and FixPO at PPO's settings:
+# SPO's epsilon at PPO's clip; FixPO's own eps_kl, C_beta and fixup at its paper's defaults)
+_DMC_RULES = ("ppo", "spo", "fixpo")
 
 PLAYGROUND_DMC = Preset(
     "playground-dmc",
     "Brax PPO as MuJoCo Playground runs it on the DM Control Suite (playground: tasks): 2048 "
-    "envs, 16 epochs of 32 minibatches over 983,040 steps per update, 60M steps",
+    "envs, 16 epochs of 32 minibatches over 983,040 steps per update, 60M steps (--algo spo "
+    "and fixpo run those rules at the same settings)",
     "google-deepmind/mujoco_playground 0.2.0 (PyPI): " + _DMC + " (brax_ppo_config); "
     "google/brax @ 0b96d05: brax/training/agents/ppo/train.py, networks.py",
     {"algo": "ppo", "gae_lambda": 0.95, "reset_pool": "fixed", "playground.action_repeat": 1,
+     "eval_mode": "stochastic", "eval_envs": 128,
      "net.actor_hidden": (32, 32, 32, 32), "net.critic_hidden": (256, 256, 256, 256, 256),
      "net.activation": "silu", "net.init_log_std": 0.0, "norm.normalize_obs": True,
      "norm.obs_stats": "running", "norm.obs_stats_steps": 0, "norm.normalize_reward": False,
      "norm.value_norm": False, **_brax_task(2048, 1024, 32, 16, 30, 0.995, 1e-2, 10.0,
-                                            60_000_000),
-     **_same(["ppo"], lr=1e-3, anneal_lr=False, adam_eps=1e-8, norm_adv=True, clip_eps=0.3,
-             clip_vloss=False, vf_coef=0.5, max_grad_norm=1e10, target_kl=0.0)},
+                                            60_000_000, _DMC_RULES),
+     **_same(_DMC_RULES, lr=1e-3, anneal_lr=False, adam_eps=1e-8, norm_adv=True,
+             clip_vloss=False, vf_coef=0.5, max_grad_norm=1e10, target_kl=0.0),
+     **_same(["ppo", "spo"], clip_eps=0.3)},
     per_task={"acrobotswingup": {"steps": 100_000_000},
               "acrobotswingupsparse": {"steps": 100_000_000},
               "swimmerswimmer6": {"steps": 100_000_000}, "walkerrun": {"steps": 100_000_000},
@@ -454,7 +461,9 @@ PLAYGROUND_DMC = Preset(
         "PendulumSwingUp and never applies in its own runs; this preset does not apply it "
         "either (pass --playground.action-repeat 4 --ppo.epochs 4 for the intended one)",
         "2048 envs x 480 steps per update hold about 1M transitions: on a small machine pass "
-        "fewer --num-envs (the same steps per update need a longer --rollout-len)"),
+        "fewer --num-envs (the same steps per update need a longer --rollout-len)",
+        "Playground runs only PPO (and SAC): SPO and FixPO take PPO's settings here, SPO's "
+        "epsilon at PPO's clip 0.3, FixPO's KL bound and fixup at its own defaults"),
     lines={"steps": _DMC + ": num_timesteps=60_000_000 (100M for Acrobot*, Swimmer*, "
                            "WalkerRun)",
            "num_envs": _DMC + ": num_envs=2048, batch_size=1024, num_minibatches=32, "
@@ -463,6 +472,11 @@ PLAYGROUND_DMC = Preset(
            "gamma": _DMC + ": discounting=0.995 (0.95 for BallInCup, FingerSpin)",
            "ppo.lr": _DMC + ": learning_rate=1e-3", "ppo.ent_coef": _DMC + ": entropy_cost=1e-2",
            "norm.reward_scale": _DMC + ": reward_scaling=10.0",
+           "eval_mode": "brax 0.14.2: brax/training/agents/ppo/train.py:229 "
+                        "(deterministic_eval=False; playground 0.2.0's "
+                        "learning/train_jax_ppo.py does not set it)",
+           "eval_envs": "learning/train_jax_ppo.py:128,382 (num_eval_envs 128, one episode "
+                        "each)",
            "reset_pool": "mujoco_playground/_src/wrapper.py: wrap_for_brax_training "
                          "(full_reset=False: each env restarts from its first state)"})
 

@@ -139,6 +139,11 @@ def test_playground_preset_holds_playgrounds_brax_ppo_settings():
     assert (c.num_envs, c.batch_size, c.ppo.minibatches, c.ppo.epochs) == (2048, 983_040, 32, 16)
     assert (c.gamma, c.steps, c.ppo.lr, c.ppo.ent_coef, c.norm.reward_scale) == \
         (0.995, 60_000_000, 1e-3, 1e-2, 10.0)
+    for rule in ("spo", "fixpo"):  # the other rules at the same shared settings
+        r = getattr(TrainConfig.from_preset("playground-dmc", env="playground:CheetahRun",
+                                            algo=rule), rule)
+        assert (r.lr, r.epochs, r.minibatches, r.ent_coef, r.max_grad_norm) == \
+            (1e-3, 16, 32, 1e-2, 1e10)
     assert TrainConfig.from_preset("playground-dmc", env="playground:BallInCup").gamma == 0.95
     assert TrainConfig.from_preset("playground-dmc", env="playground:WalkerRun").steps == \
         100_000_000
