@@ -123,3 +123,53 @@ def test_a_plugin_file_imports_a_file_beside_it(tmp_path):
         "register(NAME, PPOConfig, make_ppo)\n")
     load_plugins((str(tmp_path / "plugin_xyz.py"),))
     assert "sibling_rule_xyz" in ALGORITHMS
+
+
+def test_kl_adaptive_step_size_matches_a_hand_computation():
+    """``desired_kl``: rsl_rl's schedule on the rate's multiplier, read from the minibatch's
+    KL before its step (here the toy's 'policy_kl' = w), / 1.5 above 2 x desired, x 1.5
+    below desired / 2 (not at 0), the rate kept within [1e-5, 1e-2]; the multiplier is
+    carried in the state and moves both ways in this run."""
+    lr, desired = 1e-3, 0.003
+
+    def loss_fn(params, mb, hp, extra):
+        w = params["actor"]
+        return 0.5 * (w - TARGET) ** 2 + 0.0 * params["critic"], {"policy_kl": w}
+
+    tx = adam_direction(1e-5)
+    params = {"actor": jnp.float32(0.0), "critic": jnp.float32(0.0)}
+    state = SGDState({p: tx.init(params[p]) for p in params}, (), jnp.float32(1.0))
+    hp = {"max_grad_norm": jnp.float32(1e9), "lr": jnp.float32(lr)}
+    run = run_epochs(loss_fn, tx, EPOCHS, MINIBATCHES, desired_kl=desired)
+    r = run(params, state, jnp.zeros(6), jax.random.PRNGKey(0), hp, lr)
+
+    w = m = v = 0.0
+    scale, scales = 1.0, []
+    for t in range(1, EPOCHS * MINIBATCHES + 1):
+        kl, g = w, w - TARGET
+        if kl > 2 * desired:
+            scale /= 1.5
+        elif 0 < kl < desired / 2:
+            scale *= 1.5
+        scale = min(max(scale, 1e-5 / lr), 1e-2 / lr)
+        scales.append(scale)
+        m, v = 0.9 * m + 0.1 * g, 0.999 * v + 0.001 * g * g
+        w -= lr * scale * (m / (1 - 0.9 ** t)) / (np.sqrt(v / (1 - 0.999 ** t)) + 1e-5)
+    assert max(scales) > 1.0 and scales[-1] < max(scales)  # both branches taken
+    assert float(r.state.lr_scale) == pytest.approx(scale, rel=1e-5)
+    assert float(r.params["actor"]) == pytest.approx(w, rel=1e-4)
+
+
+def test_kl_adaptive_step_size_keeps_a_run_without_it_unchanged():
+    """desired_kl 0 leaves the rule's state as it was (no multiplier: checkpoints of
+    earlier runs still restore); > 0 carries one and reports the rate each update took."""
+    from pgjax.config import TrainConfig
+    from pgjax.train import Trainer
+
+    def state_of(desired_kl):
+        cfg = TrainConfig.from_preset("cleanrl", env="jax:cartpole", num_envs=8,
+                                      rollout_len=16, steps=256,
+                                      **{"ppo.desired_kl": desired_kl})
+        return Trainer(cfg).init_learner(jax.random.PRNGKey(0), cfg.base_hparams()).algo_state
+    assert state_of(0.0).lr_scale == ()
+    assert float(state_of(0.01).lr_scale) == 1.0

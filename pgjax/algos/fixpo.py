@@ -120,7 +120,8 @@ def make_fixpo(cfg: FixPOConfig, policy) -> Algorithm:
             new_params, opt, _ = clipped_adam_step(tx, c.state.opt, c.params, {"actor": grads},
                                                    lr, hp["max_grad_norm"], ("actor",))
             new = c._replace(params=new_params, violations=c.violations + 1,
-                             state=SGDState(opt, beta_step(c.state.extra, kl_max, hp)))
+                             state=c.state._replace(opt=opt, extra=beta_step(c.state.extra, kl_max,
+                                                                             hp)))
             return jax.tree.map(lambda a, b: jnp.where(kl_max > hp["eps_kl"], a, b), new, c), None
 
         def one_pass(c):

@@ -88,11 +88,25 @@ class SGDConfig(AlgoConfig):
     """Anneal the learning rate linearly to 0 over training."""
     adam_eps: float = 1e-5
     """Adam epsilon."""
+    desired_kl: float = 0.0
+    """KL-adaptive step size (rsl_rl's ``schedule="adaptive"``): before every minibatch
+    step the learning rate's multiplier is divided by 1.5 when that minibatch's mean
+    KL(pi_old || pi) exceeds 2 x desired_kl and multiplied by 1.5 when it is below
+    desired_kl / 2; the multiplier carries across updates (in the rule's state) and keeps the
+    rate within [1e-5, 1e-2] of ``lr``'s units; 0 disables (the multiplier stays 1)."""
 
     TRACED = ("lr", "vf_coef", "ent_coef", "vf_clip_eps", "max_grad_norm", "target_kl")
     COUNTS = ("epochs", "minibatches")
     BATCH_DIVISORS = ("minibatches",)
     CHOICES = {"target_kl_mode": ("per_minibatch", "per_epoch")}
+
+    def validate(self, batch_size: int, prefix: str, **kw) -> None:
+        super().validate(batch_size, prefix, **kw)
+        if not self.desired_kl >= 0:
+            from pgjax.errors import ConfigError
+            raise ConfigError(f"desired_kl must be >= 0, got {self.desired_kl}; pass "
+                              f"--{prefix}.desired-kl 0 (off) or a KL per minibatch such "
+                              f"as 0.01")
 
 
 # -- loss terms ----------------------------------------------------------------------------
@@ -198,6 +212,8 @@ def actor_critic_loss(cfg: SGDConfig, policy, objective: Callable) -> Callable:
         loss = pg_loss + hp["vf_coef"] * v_loss - hp["ent_coef"] * t.entropy.mean()
         aux = {"pg_loss": pg_loss, "v_loss": v_loss,
                "approx_kl": ((t.ratio - 1.0) - t.log_ratio).mean()}
+        if cfg.desired_kl > 0:  # the KL-adaptive step size reads the exact mean KL
+            aux["policy_kl"] = t.kl.mean()
         if "clip_eps" in hp:
             aux["clip_frac"] = (jnp.abs(t.ratio - 1.0) > hp["clip_eps"]).mean()
             z_log_prob = getattr(t.distribution, "z_log_prob", None)
@@ -241,10 +257,26 @@ def annealed_lr(cfg: SGDConfig, hp, progress, key: str = "lr"):
 # -- the loop ------------------------------------------------------------------------------
 class SGDState(NamedTuple):
     """The state of a rule built by ``sgd_rule``: Adam's state per part ({"actor": ...,
-    "critic": ...}) and ``extra``, the rule's own state (() when it has none)."""
+    "critic": ...}), ``extra``, the rule's own state (() when it has none), and
+    ``lr_scale``, the KL-adaptive multiplier of the learning rate (() unless
+    ``desired_kl`` > 0, so the state of a run without it keeps its structure)."""
 
     opt: dict
     extra: Any = ()
+    lr_scale: Any = ()
+
+
+LR_BOUNDS = (1e-5, 1e-2)  # rsl_rl's bounds on the KL-adaptive learning rate
+
+
+def adapt_lr_scale(scale, kl, desired_kl, lr):
+    """rsl_rl's adaptive schedule on a multiplier of ``lr``: / 1.5 when ``kl`` >
+    2 x desired_kl, x 1.5 when 0 < ``kl`` < desired_kl / 2, the rate lr x scale kept in
+    ``LR_BOUNDS``."""
+    scale = jnp.where(kl > 2.0 * desired_kl, scale / 1.5,
+                      jnp.where((kl < desired_kl / 2.0) & (kl > 0), scale * 1.5, scale))
+    lo, hi = LR_BOUNDS
+    return jnp.clip(scale, lo / jnp.maximum(lr, 1e-12), hi / jnp.maximum(lr, 1e-12))
 
 
 class StepCarry(NamedTuple):
@@ -318,25 +350,31 @@ def kl_early_stop(target_kl_mode: str = "per_minibatch") -> Callable:
 def run_epochs(loss_fn: Callable, tx, epochs: int, minibatches: int, *,
                on_minibatch: Optional[Callable] = None, on_epoch: Optional[Callable] = None,
                parts=PARTS, grad_norm_key: str = "max_grad_norm",
-               target_kl_mode: str = "per_minibatch") -> Callable:
+               target_kl_mode: str = "per_minibatch", desired_kl: float = 0.0) -> Callable:
     """``run(params, state, batch, key, hp, lr) -> EpochsResult``: ``epochs`` passes over
     ``batch`` in ``minibatches`` shuffled minibatches, each a ``clipped_adam_step`` of
     ``loss_fn(params, mb, hp, state.extra)`` on ``parts``, then ``on_minibatch(extra, aux,
     hp) -> extra``; after each epoch ``on_epoch(EpochView) -> EpochResult``, whose ``stop``
     skips every later step. The ``target_kl`` early stop (``kl_early_stop``) runs before
-    the rule's own epoch hook."""
+    the rule's own epoch hook. With ``desired_kl`` > 0 each step's rate is ``lr`` times
+    ``state.lr_scale``, adapted before the step (``adapt_lr_scale``; the loss's aux must
+    hold ``policy_kl``)."""
     mb_stop, kl_epoch = kl_early_stop(target_kl_mode)
     hooks = [h for h in (kl_epoch, on_epoch) if h is not None]
 
     def step(c: StepCarry, mb, hp, lr):
         (_, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(c.params, mb, hp,
                                                                     c.state.extra)
+        scale = c.state.lr_scale
+        if desired_kl > 0:  # the rate for this step from the KL before it (rsl_rl's order)
+            scale = adapt_lr_scale(scale, aux["policy_kl"], desired_kl, hp["lr"])
+            lr = lr * scale
         params, opt, g_norm = clipped_adam_step(tx, c.state.opt, c.params, grads, lr,
                                                 hp[grad_norm_key], parts)
         extra = on_minibatch(c.state.extra, aux, hp) if on_minibatch else c.state.extra
         take = ~c.stopped
         params, state = jax.tree.map(lambda n, o: jnp.where(take, n, o),
-                                     (params, SGDState(opt, extra)), (c.params, c.state))
+                                     (params, SGDState(opt, extra, scale)), (c.params, c.state))
         stopped = c.stopped | mb_stop(aux, hp) if mb_stop else c.stopped
         return StepCarry(params, state, stopped), {**aux, "grad_norm": g_norm,
                                                    "taken": take.astype(jnp.float32)}
@@ -408,16 +446,20 @@ def sgd_rule(name: str, cfg: SGDConfig, policy, objective: Callable, *,
     tx = adam_direction(cfg.adam_eps)
     loop = run_epochs(actor_critic_loss(cfg, policy, objective), tx, cfg.epochs,
                       cfg.minibatches, on_minibatch=on_minibatch, on_epoch=on_epoch,
-                      parts=parts, target_kl_mode=cfg.target_kl_mode)
+                      parts=parts, target_kl_mode=cfg.target_kl_mode,
+                      desired_kl=cfg.desired_kl)
 
     def init_fn(params, hp):
         return SGDState({p: tx.init(params[p]) for p in parts},
-                        init(hp) if init is not None else ())
+                        init(hp) if init is not None else (),
+                        jnp.float32(1.0) if cfg.desired_kl > 0 else ())
 
     def update(params, state, batch, key, hp, progress):
         lr = annealed_lr(cfg, hp, progress)
         r = loop(params, state, batch, key, hp, lr)
         params, state = r.params, r.state
+        if cfg.desired_kl > 0:  # the rate the last step took
+            lr = lr * state.lr_scale
         metrics = {**r.metrics, "grad_steps": r.grad_steps, "lr": lr}
         if on_update is not None:
             view = UpdateView(params, state, batch, hp, lr,
@@ -431,7 +473,8 @@ def sgd_rule(name: str, cfg: SGDConfig, policy, objective: Callable, *,
 
 
 __all__ = ["PARTS", "TRUST_REGION", "EpochResult", "EpochView", "EpochsResult", "PolicyTerms", "SGDConfig", "SGDState", "StepCarry",
-           "UpdateView", "actor_critic_loss", "adam_direction", "adapt_kl_coef", "annealed_lr",
+           "UpdateView", "actor_critic_loss", "adam_direction", "adapt_kl_coef", "adapt_lr_scale",
+           "annealed_lr",
            "clipped_adam_step", "clipped_surrogate", "kl_early_stop", "kl_penalty", "normalize_advantage",
            "policy_terms", "ratio_surrogate", "run_epochs", "sgd_rule", "shuffled_minibatches",
            "surrogate_objective", "trust_region_stats", "value_loss", "weighted"]
