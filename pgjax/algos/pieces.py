@@ -100,8 +100,8 @@ class SGDConfig(AlgoConfig):
     BATCH_DIVISORS = ("minibatches",)
     CHOICES = {"target_kl_mode": ("per_minibatch", "per_epoch")}
 
-    def validate(self, batch_size: int, prefix: str, **kw) -> None:
-        super().validate(batch_size, prefix, **kw)
+    def validate(self, batch_size: int, prefix: str, *args, **kw) -> None:
+        super().validate(batch_size, prefix, *args, **kw)
         if not self.desired_kl >= 0:
             from pgjax.errors import ConfigError
             raise ConfigError(f"desired_kl must be >= 0, got {self.desired_kl}; pass "
