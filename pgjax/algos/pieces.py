@@ -257,13 +257,20 @@ def annealed_lr(cfg: SGDConfig, hp, progress, key: str = "lr"):
 # -- the loop ------------------------------------------------------------------------------
 class SGDState(NamedTuple):
     """The state of a rule built by ``sgd_rule``: Adam's state per part ({"actor": ...,
-    "critic": ...}), ``extra``, the rule's own state (() when it has none), and
-    ``lr_scale``, the KL-adaptive multiplier of the learning rate (() unless
-    ``desired_kl`` > 0, so the state of a run without it keeps its structure)."""
+    "critic": ...}) and ``extra``, the rule's own state (() when it has none)."""
 
     opt: dict
     extra: Any = ()
-    lr_scale: Any = ()
+
+
+class ScaledSGDState(NamedTuple):
+    """``SGDState`` with ``lr_scale``, the KL-adaptive multiplier of the learning rate: the
+    state of a rule with ``desired_kl`` > 0 (a separate type, so that the checkpoints of
+    runs without it keep their structure and still restore)."""
+
+    opt: dict
+    extra: Any
+    lr_scale: Any
 
 
 LR_BOUNDS = (1e-5, 1e-2)  # rsl_rl's bounds on the KL-adaptive learning rate
@@ -357,7 +364,7 @@ def run_epochs(loss_fn: Callable, tx, epochs: int, minibatches: int, *,
     hp) -> extra``; after each epoch ``on_epoch(EpochView) -> EpochResult``, whose ``stop``
     skips every later step. The ``target_kl`` early stop (``kl_early_stop``) runs before
     the rule's own epoch hook. With ``desired_kl`` > 0 each step's rate is ``lr`` times
-    ``state.lr_scale``, adapted before the step (``adapt_lr_scale``; the loss's aux must
+    ``state.lr_scale`` (a ``ScaledSGDState``), adapted before the step (``adapt_lr_scale``; the loss's aux must
     hold ``policy_kl``)."""
     mb_stop, kl_epoch = kl_early_stop(target_kl_mode)
     hooks = [h for h in (kl_epoch, on_epoch) if h is not None]
@@ -365,16 +372,18 @@ def run_epochs(loss_fn: Callable, tx, epochs: int, minibatches: int, *,
     def step(c: StepCarry, mb, hp, lr):
         (_, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(c.params, mb, hp,
                                                                     c.state.extra)
-        scale = c.state.lr_scale
+        new = c.state
         if desired_kl > 0:  # the rate for this step from the KL before it (rsl_rl's order)
-            scale = adapt_lr_scale(scale, aux["policy_kl"], desired_kl, hp["lr"])
-            lr = lr * scale
+            new = new._replace(lr_scale=adapt_lr_scale(new.lr_scale, aux["policy_kl"],
+                                                       desired_kl, hp["lr"]))
+            lr = lr * new.lr_scale
         params, opt, g_norm = clipped_adam_step(tx, c.state.opt, c.params, grads, lr,
                                                 hp[grad_norm_key], parts)
         extra = on_minibatch(c.state.extra, aux, hp) if on_minibatch else c.state.extra
         take = ~c.stopped
         params, state = jax.tree.map(lambda n, o: jnp.where(take, n, o),
-                                     (params, SGDState(opt, extra, scale)), (c.params, c.state))
+                                     (params, new._replace(opt=opt, extra=extra)),
+                                     (c.params, c.state))
         stopped = c.stopped | mb_stop(aux, hp) if mb_stop else c.stopped
         return StepCarry(params, state, stopped), {**aux, "grad_norm": g_norm,
                                                    "taken": take.astype(jnp.float32)}
@@ -450,9 +459,11 @@ def sgd_rule(name: str, cfg: SGDConfig, policy, objective: Callable, *,
                       desired_kl=cfg.desired_kl)
 
     def init_fn(params, hp):
-        return SGDState({p: tx.init(params[p]) for p in parts},
-                        init(hp) if init is not None else (),
-                        jnp.float32(1.0) if cfg.desired_kl > 0 else ())
+        opt = {p: tx.init(params[p]) for p in parts}
+        extra = init(hp) if init is not None else ()
+        if cfg.desired_kl > 0:
+            return ScaledSGDState(opt, extra, jnp.float32(1.0))
+        return SGDState(opt, extra)
 
     def update(params, state, batch, key, hp, progress):
         lr = annealed_lr(cfg, hp, progress)
@@ -472,7 +483,7 @@ def sgd_rule(name: str, cfg: SGDConfig, policy, objective: Callable, *,
     return Algorithm(name, cfg, init_fn, update)
 
 
-__all__ = ["PARTS", "TRUST_REGION", "EpochResult", "EpochView", "EpochsResult", "PolicyTerms", "SGDConfig", "SGDState", "StepCarry",
+__all__ = ["PARTS", "TRUST_REGION", "EpochResult", "EpochView", "EpochsResult", "PolicyTerms", "SGDConfig", "SGDState", "ScaledSGDState", "StepCarry",
            "UpdateView", "actor_critic_loss", "adam_direction", "adapt_kl_coef", "adapt_lr_scale",
            "annealed_lr",
            "clipped_adam_step", "clipped_surrogate", "kl_early_stop", "kl_penalty", "normalize_advantage",
