@@ -92,8 +92,8 @@ class SGDConfig(AlgoConfig):
     """KL-adaptive step size (rsl_rl's ``schedule="adaptive"``): before every minibatch
     step the learning rate's multiplier is divided by 1.5 when that minibatch's mean
     KL(pi_old || pi) exceeds 2 x desired_kl and multiplied by 1.5 when it is below
-    desired_kl / 2; the multiplier carries across updates (in the rule's state) and keeps the
-    rate within [1e-5, 1e-2] of ``lr``'s units; 0 disables (the multiplier stays 1)."""
+    desired_kl / 2; the multiplier carries across updates (in the rule's state) and keeps
+    the rate within [1e-5, 1e-2]; 0 disables it."""
 
     TRACED = ("lr", "vf_coef", "ent_coef", "vf_clip_eps", "max_grad_norm", "target_kl")
     COUNTS = ("epochs", "minibatches")
@@ -364,8 +364,8 @@ def run_epochs(loss_fn: Callable, tx, epochs: int, minibatches: int, *,
     hp) -> extra``; after each epoch ``on_epoch(EpochView) -> EpochResult``, whose ``stop``
     skips every later step. The ``target_kl`` early stop (``kl_early_stop``) runs before
     the rule's own epoch hook. With ``desired_kl`` > 0 each step's rate is ``lr`` times
-    ``state.lr_scale`` (a ``ScaledSGDState``), adapted before the step (``adapt_lr_scale``; the loss's aux must
-    hold ``policy_kl``)."""
+    ``state.lr_scale`` (a ``ScaledSGDState``), adapted before the step
+    (``adapt_lr_scale``; the loss's aux must hold ``policy_kl``)."""
     mb_stop, kl_epoch = kl_early_stop(target_kl_mode)
     hooks = [h for h in (kl_epoch, on_epoch) if h is not None]
 
