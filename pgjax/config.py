@@ -175,6 +175,10 @@ class TrainConfig(RunOptions):
                               f"drop --agent-update or use --algo {self.rule}")
         if self.agent_update is not None:
             AGENT_SCHEMES.get(self.agent_update)
+        if self.scheme is not None and getattr(self.algo_config, "recompute_adv", False):
+            raise ConfigError(f"--{self.rule}.recompute-adv is for single-agent training, and "
+                              f"this run is multi-agent (agent update {self.scheme}); drop "
+                              f"--{self.rule}.recompute-adv")
         if not kind.host_envs and family.host:
             raise ConfigError(f"--policy {self.policy} runs on environments stepped inside the "
                               f"compiled program; {self.env} is stepped on the host (use "

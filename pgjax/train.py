@@ -72,13 +72,15 @@ class TrainState:
 class Prepared(NamedTuple):
     """A rollout made ready for the update: the rule's batch, the state with the statistics
     updated by this rollout, the policy's view of the rollout [T, N], the rewards GAE saw
-    (scaled) and the value targets [T, N(, n)]."""
+    (scaled), the value targets [T, N(, n)] and, for a rule that recomputes its advantages
+    (``recompute_adv``), the function that does it."""
 
     batch: Batch
     state: TrainState
     forward: Forward
     reward: jax.Array
     ret: jax.Array
+    refresh: Any = None  # (params, batch) -> batch with this rollout's GAE under params
 
 
 class EvalCarry(NamedTuple):
@@ -322,21 +324,32 @@ class Trainer:
         and end), reward scaling, GAE, and the kind's batch layout."""
         norm = self.normalizer(state)
         done = traj.terminated | traj.truncated
-        fwd = self.policy.forward(state.params, norm(traj.obs), norm(traj.final_obs),
-                                  traj.action, done, carry0, carry_end)
+        obs, final_obs = norm(traj.obs), norm(traj.final_obs)
+        forward = lambda params: self.policy.forward(params, obs, final_obs, traj.action, done,
+                                                     carry0, carry_end)
+        fwd = forward(state.params)
         new_state, reward = self.update_statistics(state, traj, hp)
-        v = fwd.value
         # --norm.value-norm: the critic works in units of the return std; GAE sees raw values
         scale = jnp.sqrt(state.ret_stats.var + 1e-8) if self.cfg.norm.value_norm else 1.0
-        adv, ret = gae(_like(reward, v), v * scale, fwd.next_value * scale,
-                       _like(traj.terminated, v), _like(traj.truncated, v), hp["gamma"],
-                       hp["gae_lambda"])
+
+        def rows(f: Forward):  # the batch's fields from a forward pass; ret in critic units
+            adv, ret = gae(_like(reward, f.value), f.value * scale, f.next_value * scale,
+                           _like(traj.terminated, f.value), _like(traj.truncated, f.value),
+                           hp["gamma"], hp["gae_lambda"])
+            return dict(obs=fwd.obs, action=fwd.action, log_prob=fwd.log_prob, dist=fwd.dist,
+                        value=f.value, advantage=adv, ret=ret / scale), ret
+
+        fields, ret = rows(fwd)
         if self.cfg.norm.value_norm:
             new_state = new_state.replace(ret_stats=update_stats(state.ret_stats, ret))
-            ret = ret / scale
-        rows = self.policy.layout(dict(obs=fwd.obs, action=fwd.action, log_prob=fwd.log_prob,
-                                       dist=fwd.dist, value=v, advantage=adv, ret=ret))
-        return Prepared(Batch(**rows), new_state, fwd, reward, ret)
+        refresh = None
+        if getattr(self.algo.config, "recompute_adv", False):
+            def refresh(params, batch: Batch) -> Batch:
+                new = self.policy.layout(rows(forward(params))[0])
+                return batch.replace(value=new["value"], advantage=new["advantage"],
+                                     ret=new["ret"])
+        return Prepared(Batch(**self.policy.layout(fields)), new_state, fwd, reward,
+                        fields["ret"], refresh)
 
     def learn(self, state: TrainState, traj: Transition, k_update, hp, carry0=None):
         """Everything after the rollout: the batch, one update of the rule, diagnostics.
@@ -345,9 +358,10 @@ class Trainer:
         # the fraction of the schedule's horizon done (``anneal_steps``), not of this run
         progress = jnp.minimum(
             state.iteration.astype(jnp.float32) / self.cfg.anneal_iterations, 1.0)
+        kw = {"refresh": prep.refresh} if prep.refresh is not None else {}
         params, algo_state, metrics = self.algo.update(state.params, state.algo_state,
                                                        prep.batch, k_update,
-                                                       self._algo_hp(hp), progress)
+                                                       self._algo_hp(hp), progress, **kw)
         full = self.cfg.diagnostics == "full"  # those that need extra forward passes
         if full:  # the trust-region diagnostics, recorded for every rule by the trainer
             metrics = {**metrics, **trust_region_stats(self.policy, params["actor"], prep.batch)}

@@ -43,6 +43,9 @@ class Algorithm(NamedTuple):
     init(params, hp) -> algo_state
     update(params, algo_state, batch, key, hp, progress) -> (params, algo_state, metrics)
 
+    A rule whose config sets ``recompute_adv`` is also given ``refresh=``, a function
+    ``(params, batch) -> batch`` that recomputes the batch's values, advantages and value
+    targets over the rollout with ``params``' critic.
     ``hp`` holds the traced hyperparameters (floats that may differ across vmapped runs),
     ``progress`` in [0, 1) the fraction of training done (for annealing), ``metrics`` a flat
     dict of scalars recorded every update. The trainer adds the trust-region diagnostics

@@ -95,6 +95,11 @@ class SGDConfig(AlgoConfig):
     desired_kl / 2; the multiplier carries across updates (in the rule's state) and keeps
     the rate within [1e-5, 1e-2]; 0 disables it."""
 
+    recompute_adv: bool = False
+    """Recompute the values, advantages and value targets with the current critic before
+    every epoch after the first (Tianshou's ``recompute_advantage``; Andrychowicz et al.
+    2021, sec. 3.5); off: GAE once per rollout."""
+
     TRACED = ("lr", "vf_coef", "ent_coef", "vf_clip_eps", "max_grad_norm", "target_kl")
     COUNTS = ("epochs", "minibatches")
     BATCH_DIVISORS = ("minibatches",)
@@ -358,10 +363,11 @@ def run_epochs(loss_fn: Callable, tx, epochs: int, minibatches: int, *,
                on_minibatch: Optional[Callable] = None, on_epoch: Optional[Callable] = None,
                parts=PARTS, grad_norm_key: str = "max_grad_norm",
                target_kl_mode: str = "per_minibatch", desired_kl: float = 0.0) -> Callable:
-    """``run(params, state, batch, key, hp, lr) -> EpochsResult``: ``epochs`` passes over
-    ``batch`` in ``minibatches`` shuffled minibatches, each a ``clipped_adam_step`` of
-    ``loss_fn(params, mb, hp, state.extra)`` on ``parts``, then ``on_minibatch(extra, aux,
-    hp) -> extra``; after each epoch ``on_epoch(EpochView) -> EpochResult``, whose ``stop``
+    """``run(params, state, batch, key, hp, lr, refresh=None) -> EpochsResult``: ``epochs``
+    passes over ``batch`` in ``minibatches`` shuffled minibatches (before every epoch after
+    the first, ``batch`` becomes ``refresh(params, batch)`` when given), each a
+    ``clipped_adam_step`` of ``loss_fn(params, mb, hp, state.extra)`` on ``parts``, then
+    ``on_minibatch(extra, aux, hp) -> extra``; after each epoch ``on_epoch(EpochView) -> EpochResult``, whose ``stop``
     skips every later step. The ``target_kl`` early stop (``kl_early_stop``) runs before
     the rule's own epoch hook. With ``desired_kl`` > 0 each step's rate is ``lr`` times
     ``state.lr_scale`` (a ``ScaledSGDState``), adapted before the step
@@ -388,20 +394,23 @@ def run_epochs(loss_fn: Callable, tx, epochs: int, minibatches: int, *,
         return StepCarry(params, state, stopped), {**aux, "grad_norm": g_norm,
                                                    "taken": take.astype(jnp.float32)}
 
-    def run(params, state: SGDState, batch, key, hp, lr) -> EpochsResult:
-        def epoch(c, x):
+    def run(params, state: SGDState, batch, key, hp, lr, refresh=None) -> EpochsResult:
+        def epoch(carry, x):
+            c, b = carry
             k, i = x
+            if refresh is not None:  # epochs after the first see the current critic's GAE
+                b = jax.tree.map(lambda n, o: jnp.where(i > 0, n, o), refresh(c.params, b), b)
             c, logs = jax.lax.scan(lambda c, mb: step(c, mb, hp, lr), c,
-                                   shuffled_minibatches(k, batch, minibatches))
+                                   shuffled_minibatches(k, b, minibatches))
             mb_logs, epoch_logs = logs, {}
             for hook in hooks:
-                r = hook(EpochView(c.params, c.state, batch, hp, lr, i == epochs - 1, mb_logs))
+                r = hook(EpochView(c.params, c.state, b, hp, lr, i == epochs - 1, mb_logs))
                 c = StepCarry(r.params, r.state, c.stopped | r.stop)
                 epoch_logs.update(r.logs)
-            return c, {"minibatch": mb_logs, "epoch": epoch_logs}
+            return (c, b), {"minibatch": mb_logs, "epoch": epoch_logs}
 
-        c, logs = jax.lax.scan(epoch, StepCarry(params, state, jnp.bool_(False)),
-                               (jax.random.split(key, epochs), jnp.arange(epochs)))
+        (c, _), logs = jax.lax.scan(epoch, (StepCarry(params, state, jnp.bool_(False)), batch),
+                                    (jax.random.split(key, epochs), jnp.arange(epochs)))
         mb_logs = dict(logs["minibatch"])
         taken = mb_logs.pop("taken")
         n = jnp.maximum(taken.sum(), 1.0)
@@ -465,9 +474,9 @@ def sgd_rule(name: str, cfg: SGDConfig, policy, objective: Callable, *,
             return ScaledSGDState(opt, extra, jnp.float32(1.0))
         return SGDState(opt, extra)
 
-    def update(params, state, batch, key, hp, progress):
+    def update(params, state, batch, key, hp, progress, refresh=None):
         lr = annealed_lr(cfg, hp, progress)
-        r = loop(params, state, batch, key, hp, lr)
+        r = loop(params, state, batch, key, hp, lr, refresh if cfg.recompute_adv else None)
         params, state = r.params, r.state
         if cfg.desired_kl > 0:  # the rate the last step took
             lr = lr * state.lr_scale
