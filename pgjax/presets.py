@@ -101,8 +101,6 @@ _TIANSHOU_PPO = _same(["ppo"], lr=3e-4, anneal_lr=True, adam_eps=1e-8, epochs=10
 _TIANSHOU_PPO_DEVIATIONS = (
     "value loss: tianshou's vf_coef 0.25 multiplies a loss without the 1/2 factor, pgjax's "
     "has it, so vf_coef is 0.5 (cleanrl's 0.5 x 1/2 is the same)",
-    "tianshou recomputes the advantages with the current critic before every epoch "
-    "(recompute_advantage); pgjax computes GAE once per rollout",
     "tianshou's policy head is initialised with gain 0.01 x sqrt(2) and the value head with "
     "sqrt(2); pgjax's with 0.01 and 1")
 
@@ -151,7 +149,11 @@ FIXPO_PAPER_PPO = Preset(
      **_TIANSHOU_PPO},
     deviations=_TIANSHOU_PPO_DEVIATIONS + (
         "the authors' 10M steps run as 500 epochs of 20,480 steps (10.24M), over which the "
-        "learning rate anneals (anneal_steps)",),
+        "learning rate anneals (anneal_steps)",
+        "the authors' PPO recomputes the advantages with the current critic before every "
+        "epoch (src/mujoco_ppo_tianshou.py:51, recompute_advantage); this preset does not, "
+        "as experiment 12a's records were made before --ppo.recompute-adv existed (add it "
+        "to match them)"),
     lines={"num_envs": "src/mujoco_ppo_tianshou.py:34,37 (step_per_collect 2048, 64 envs)",
            "ppo.minibatches": "src/mujoco_ppo_tianshou.py:36 (batch_size 64)",
            "ppo.epochs": "src/mujoco_ppo_tianshou.py:35 (repeat_per_collect 10)",
@@ -173,14 +175,15 @@ MUJOCO = Preset(
     "mujoco",
     "One PPO configuration for every Gymnasium MuJoCo task, as Tianshou's PPO MuJoCo "
     "benchmark ran it: 64 envs x 32 steps, minibatch 64, 10 epochs, lr 3e-4 annealed over its "
-    "3M-step run (the benchmark's 1M-step figures are the first 1M of it), no advantage "
-    "normalisation, no value clipping, returns scaled by their running std, initial log-std "
-    "-0.5, stochastic evaluation; updates stopped at approx-KL 0.1",
+    "3M-step run (the benchmark's 1M-step figures are the first 1M of it), advantages "
+    "recomputed before every epoch, no advantage normalisation, no value clipping, returns "
+    "scaled by their running std, initial log-std -0.5, stochastic evaluation; updates "
+    "stopped at approx-KL 0.1",
     _TIANSHOU + "; thu-ml/tianshou @ f240205: examples/mujoco/README.md (the 1M-step table, "
     "whose figures date from 6426a39)",
     {"algo": "ppo", "num_envs": 64, "rollout_len": 32, "steps": 1_000_000,
      "anneal_steps": 3_072_000, "evals": 34, "eval_envs": 10, **_TIANSHOU_MUJOCO,
-     **_TIANSHOU_PPO, "ppo.target_kl": 0.1},
+     **_TIANSHOU_PPO, "ppo.target_kl": 0.1, "ppo.recompute_adv": True},
     deviations=_TIANSHOU_PPO_DEVIATIONS + (
         "an update stops at the first minibatch whose approx-KL exceeds 0.1 (target_kl; "
         "neither tianshou nor cleanrl stops): without it a solved balancing task's std keeps "
@@ -211,6 +214,10 @@ MUJOCO = Preset(
            "ppo.clip_eps": "examples/mujoco/mujoco_ppo.py:48",
            "ppo.clip_vloss": "examples/mujoco/mujoco_ppo.py:50 (value-clip 0)",
            "ppo.norm_adv": "examples/mujoco/mujoco_ppo.py:51 (norm-adv 0)",
+           "ppo.recompute_adv": "examples/mujoco/mujoco_ppo.py:52 (recompute-adv 1); "
+                                "tianshou/policy/modelfree/ppo.py:104-105 (before every epoch "
+                                "after the first) and a2c.py:102 (each recomputation merges its "
+                                "returns into the return statistics)",
            "ppo.vf_coef": "examples/mujoco/mujoco_ppo.py:42 (0.25, no 1/2 factor)",
            "ppo.ent_coef": "examples/mujoco/mujoco_ppo.py:43",
            "ppo.max_grad_norm": "examples/mujoco/mujoco_ppo.py:47",

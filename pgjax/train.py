@@ -31,7 +31,7 @@ from flax import struct
 
 from pgjax.advantages import gae
 from pgjax.algos import ALGORITHMS
-from pgjax.algos.common import Batch
+from pgjax.algos.common import Batch, Refresh
 from pgjax.algos.pieces import trust_region_stats
 from pgjax.algos.multiagent import make_combinator
 from pgjax.config import TrainConfig
@@ -80,7 +80,7 @@ class Prepared(NamedTuple):
     forward: Forward
     reward: jax.Array
     ret: jax.Array
-    refresh: Any = None  # (params, batch) -> batch with this rollout's GAE under params
+    refresh: Any = None  # the Refresh recomputing the batch's GAE under new parameters
 
 
 class EvalCarry(NamedTuple):
@@ -330,24 +330,32 @@ class Trainer:
         fwd = forward(state.params)
         new_state, reward = self.update_statistics(state, traj, hp)
         # --norm.value-norm: the critic works in units of the return std; GAE sees raw values
-        scale = jnp.sqrt(state.ret_stats.var + 1e-8) if self.cfg.norm.value_norm else 1.0
+        value_norm = self.cfg.norm.value_norm
 
-        def rows(f: Forward):  # the batch's fields from a forward pass; ret in critic units
+        def rows(f: Forward, ret_stats: RunningStats):
+            """The batch's fields from a forward pass (value targets in critic units) and
+            the statistics with its lambda-returns merged (value_norm)."""
+            scale = jnp.sqrt(ret_stats.var + 1e-8) if value_norm else 1.0
             adv, ret = gae(_like(reward, f.value), f.value * scale, f.next_value * scale,
                            _like(traj.terminated, f.value), _like(traj.truncated, f.value),
                            hp["gamma"], hp["gae_lambda"])
+            ret_stats = update_stats(ret_stats, ret) if value_norm else ret_stats
             return dict(obs=fwd.obs, action=fwd.action, log_prob=fwd.log_prob, dist=fwd.dist,
-                        value=f.value, advantage=adv, ret=ret / scale), ret
+                        value=f.value, advantage=adv, ret=ret / scale), ret_stats
 
-        fields, ret = rows(fwd)
-        if self.cfg.norm.value_norm:
-            new_state = new_state.replace(ret_stats=update_stats(state.ret_stats, ret))
+        # (value_norm excludes reward scaling, so these are the statistics before the rollout)
+        fields, ret_stats = rows(fwd, new_state.ret_stats)
+        new_state = new_state.replace(ret_stats=ret_stats)
         refresh = None
         if getattr(self.algo.config, "recompute_adv", False):
-            def refresh(params, batch: Batch) -> Batch:
-                new = self.policy.layout(rows(forward(params))[0])
+            # tianshou's recompute_advantage: every recomputation scales by the statistics
+            # as they stand and merges its lambda-returns into them
+            def recompute(params, batch: Batch, stats: RunningStats):
+                new, stats = rows(forward(params), stats)
+                new = self.policy.layout(new)
                 return batch.replace(value=new["value"], advantage=new["advantage"],
-                                     ret=new["ret"])
+                                     ret=new["ret"]), stats
+            refresh = Refresh(recompute, ret_stats)
         return Prepared(Batch(**self.policy.layout(fields)), new_state, fwd, reward,
                         fields["ret"], refresh)
 
@@ -358,10 +366,15 @@ class Trainer:
         # the fraction of the schedule's horizon done (``anneal_steps``), not of this run
         progress = jnp.minimum(
             state.iteration.astype(jnp.float32) / self.cfg.anneal_iterations, 1.0)
-        kw = {"refresh": prep.refresh} if prep.refresh is not None else {}
-        params, algo_state, metrics = self.algo.update(state.params, state.algo_state,
-                                                       prep.batch, k_update,
-                                                       self._algo_hp(hp), progress, **kw)
+        if prep.refresh is None:
+            params, algo_state, metrics = self.algo.update(state.params, state.algo_state,
+                                                           prep.batch, k_update,
+                                                           self._algo_hp(hp), progress)
+        else:  # the statistics as the update's last recomputation left them
+            params, algo_state, metrics, ret_stats = self.algo.update(
+                state.params, state.algo_state, prep.batch, k_update, self._algo_hp(hp),
+                progress, refresh=prep.refresh)
+            prep = prep._replace(state=prep.state.replace(ret_stats=ret_stats))
         full = self.cfg.diagnostics == "full"  # those that need extra forward passes
         if full:  # the trust-region diagnostics, recorded for every rule by the trainer
             metrics = {**metrics, **trust_region_stats(self.policy, params["actor"], prep.batch)}

@@ -69,6 +69,9 @@ def test_presets_hold_the_sources_values():
         (2048, 64, 1500)
     assert (c.ppo.norm_adv, c.ppo.clip_vloss, c.net.init_log_std, c.eval_modes) == \
         (False, False, -0.5, ("stochastic",))
+    assert c.ppo.recompute_adv and c.norm.value_norm  # tianshou's recompute_advantage
+    c = TrainConfig.from_preset("fixpo-paper-ppo", env="gym:Hopper-v5")
+    assert not c.ppo.recompute_adv  # as experiment 12b's records were made
     # HARL: defaults, and the tuned Walker2d 2x3 values; initial std sigmoid(1) * 0.5
     c = TrainConfig.from_preset("happo-paper", env="mabrax:halfcheetah_6x1")
     assert (c.ppo.lr, c.ppo.clip_eps, c.ppo.epochs, c.ppo.ent_coef) == (5e-4, 0.2, 5, 0.01)

@@ -12,6 +12,7 @@ import pytest
 
 from pgjax import ConfigError, TrainConfig
 from pgjax.algos import PPOConfig
+from pgjax.algos.common import Refresh
 from pgjax.algos.pieces import EpochResult, SGDState, adam_direction, run_epochs
 from pgjax.train import Trainer
 
@@ -42,12 +43,12 @@ def test_refresh_is_gae_under_the_given_critic(value_norm):
     assert bool(traj.terminated.any())  # episodes end inside the rollout
     prep = trainer.make_batch(state, traj, hp)
     # under the rollout's own parameters the refresh reproduces the batch
-    same = prep.refresh(state.params, prep.batch)
+    same, stats = prep.refresh.fn(state.params, prep.batch, state.ret_stats)
     for f in ("value", "advantage", "ret"):
         np.testing.assert_allclose(getattr(same, f), getattr(prep.batch, f), rtol=1e-6)
     # under other critic parameters: a numpy GAE over that critic's values
     other = jax.tree.map(lambda x: x + 0.05 * jnp.sign(x), state.params)
-    new = prep.refresh(other, prep.batch)
+    new, _ = prep.refresh.fn(other, prep.batch, state.ret_stats)
     norm = trainer.normalizer(state)
     fwd = trainer.policy.forward(other, norm(traj.obs), norm(traj.final_obs), traj.action,
                                  traj.terminated | traj.truncated, None, None)
@@ -60,6 +61,15 @@ def test_refresh_is_gae_under_the_given_critic(value_norm):
     np.testing.assert_allclose(new.advantage, adv.reshape(-1), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(new.ret, ret.reshape(-1) / scale, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(new.value, np.asarray(fwd.value).reshape(-1), rtol=1e-5)
+    # the statistics merge each recomputation's lambda-returns (tianshou's order: scale by
+    # them as they stand, then merge)
+    if value_norm:
+        np.testing.assert_allclose(stats.mean, prep.state.ret_stats.mean, rtol=1e-5)
+        np.testing.assert_allclose(prep.refresh.carry.count, state.ret_stats.count + 128)
+        _, twice = prep.refresh.fn(state.params, prep.batch, prep.refresh.carry)
+        assert float(twice.count) == pytest.approx(float(state.ret_stats.count) + 256)
+    else:
+        assert stats is state.ret_stats or float(stats.count) == float(state.ret_stats.count)
     # what the behaviour policy did stays as it was
     np.testing.assert_array_equal(new.log_prob, prep.batch.log_prob)
     np.testing.assert_array_equal(new.obs, prep.batch.obs)
@@ -71,8 +81,8 @@ def test_each_epoch_after_the_first_trains_on_the_refreshed_batch():
     def loss_fn(params, mb, hp, extra):
         return 0.5 * (params["actor"] - 1.0) ** 2 + 0.0 * params["critic"], {}
 
-    def refresh(params, b):  # marks the batch with the parameter it was refreshed under
-        return b + 1.0 + 0.0 * params["actor"]
+    def fn(params, b, count):  # marks the batch with the number of recomputations
+        return b + 1.0 + 0.0 * params["actor"], count + 1
 
     def on_epoch(e):
         seen.append(e.batch)
@@ -83,8 +93,9 @@ def test_each_epoch_after_the_first_trains_on_the_refreshed_batch():
     run = run_epochs(loss_fn, tx, 3, 2, on_epoch=on_epoch)
     hp = {"max_grad_norm": jnp.float32(1e9)}
     state = SGDState({p: tx.init(params[p]) for p in params})
-    r = run(params, state, jnp.zeros(4), jax.random.PRNGKey(0), hp, 0.1, refresh)
+    r = run(params, state, jnp.zeros(4), jax.random.PRNGKey(0), hp, 0.1, Refresh(fn, 5))
     np.testing.assert_array_equal(r.epoch_logs["b"], [0.0, 1.0, 2.0])
+    assert int(r.refresh_carry) == 7
     r = run(params, state, jnp.zeros(4), jax.random.PRNGKey(0), hp, 0.1)
     np.testing.assert_array_equal(r.epoch_logs["b"], [0.0, 0.0, 0.0])
 

@@ -37,15 +37,24 @@ class Batch:
         return self.log_prob.shape[0]
 
 
+class Refresh(NamedTuple):
+    """The trainer's recomputation of a batch's targets under new parameters:
+    ``fn(params, batch, carry) -> (batch, carry)``, from ``carry`` (the statistics the
+    targets are scaled by, updated by every recomputation)."""
+
+    fn: Callable
+    carry: Any
+
+
 class Algorithm(NamedTuple):
     """An update rule, in the style of an optax transformation.
 
     init(params, hp) -> algo_state
     update(params, algo_state, batch, key, hp, progress) -> (params, algo_state, metrics)
 
-    A rule whose config sets ``recompute_adv`` is also given ``refresh=``, a function
-    ``(params, batch) -> batch`` that recomputes the batch's values, advantages and value
-    targets over the rollout with ``params``' critic.
+    A rule whose config sets ``recompute_adv`` is also given ``refresh=``, a ``Refresh``
+    that recomputes the batch's values, advantages and value targets over the rollout with
+    the current critic; it then returns a fourth element, the refresh's final carry.
     ``hp`` holds the traced hyperparameters (floats that may differ across vmapped runs),
     ``progress`` in [0, 1) the fraction of training done (for annealing), ``metrics`` a flat
     dict of scalars recorded every update. The trainer adds the trust-region diagnostics

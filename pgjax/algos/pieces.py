@@ -326,14 +326,15 @@ class EpochResult(NamedTuple):
 
 class EpochsResult(NamedTuple):
     """What ``run_epochs`` returns: params and state after the epochs, the minibatch metrics
-    averaged over the steps taken, the ``on_epoch`` logs stacked over epochs, and the
-    number of minibatch steps taken."""
+    averaged over the steps taken, the ``on_epoch`` logs stacked over epochs, the
+    number of minibatch steps taken and the ``Refresh``'s final carry."""
 
     params: Any
     state: SGDState
     metrics: dict
     epoch_logs: dict
     grad_steps: jax.Array
+    refresh_carry: Any = ()
 
 
 def shuffled_minibatches(key, batch, num_minibatches: int):
@@ -365,7 +366,7 @@ def run_epochs(loss_fn: Callable, tx, epochs: int, minibatches: int, *,
                target_kl_mode: str = "per_minibatch", desired_kl: float = 0.0) -> Callable:
     """``run(params, state, batch, key, hp, lr, refresh=None) -> EpochsResult``: ``epochs``
     passes over ``batch`` in ``minibatches`` shuffled minibatches (before every epoch after
-    the first, ``batch`` becomes ``refresh(params, batch)`` when given), each a
+    the first, ``batch`` is recomputed by the ``Refresh`` when given), each a
     ``clipped_adam_step`` of ``loss_fn(params, mb, hp, state.extra)`` on ``parts``, then
     ``on_minibatch(extra, aux, hp) -> extra``; after each epoch ``on_epoch(EpochView) -> EpochResult``, whose ``stop``
     skips every later step. The ``target_kl`` early stop (``kl_early_stop``) runs before
@@ -396,10 +397,11 @@ def run_epochs(loss_fn: Callable, tx, epochs: int, minibatches: int, *,
 
     def run(params, state: SGDState, batch, key, hp, lr, refresh=None) -> EpochsResult:
         def epoch(carry, x):
-            c, b = carry
+            c, b, rc = carry
             k, i = x
             if refresh is not None:  # epochs after the first see the current critic's GAE
-                b = jax.tree.map(lambda n, o: jnp.where(i > 0, n, o), refresh(c.params, b), b)
+                b, rc = jax.tree.map(lambda n, o: jnp.where(i > 0, n, o),
+                                     refresh.fn(c.params, b, rc), (b, rc))
             c, logs = jax.lax.scan(lambda c, mb: step(c, mb, hp, lr), c,
                                    shuffled_minibatches(k, b, minibatches))
             mb_logs, epoch_logs = logs, {}
@@ -407,15 +409,17 @@ def run_epochs(loss_fn: Callable, tx, epochs: int, minibatches: int, *,
                 r = hook(EpochView(c.params, c.state, b, hp, lr, i == epochs - 1, mb_logs))
                 c = StepCarry(r.params, r.state, c.stopped | r.stop)
                 epoch_logs.update(r.logs)
-            return (c, b), {"minibatch": mb_logs, "epoch": epoch_logs}
+            return (c, b, rc), {"minibatch": mb_logs, "epoch": epoch_logs}
 
-        (c, _), logs = jax.lax.scan(epoch, (StepCarry(params, state, jnp.bool_(False)), batch),
-                                    (jax.random.split(key, epochs), jnp.arange(epochs)))
+        rc = refresh.carry if refresh is not None else ()
+        (c, _, rc), logs = jax.lax.scan(epoch,
+                                        (StepCarry(params, state, jnp.bool_(False)), batch, rc),
+                                        (jax.random.split(key, epochs), jnp.arange(epochs)))
         mb_logs = dict(logs["minibatch"])
         taken = mb_logs.pop("taken")
         n = jnp.maximum(taken.sum(), 1.0)
         metrics = {k: (v * taken).sum() / n for k, v in mb_logs.items()}
-        return EpochsResult(c.params, c.state, metrics, logs["epoch"], taken.sum())
+        return EpochsResult(c.params, c.state, metrics, logs["epoch"], taken.sum(), rc)
 
     return run
 
@@ -476,7 +480,7 @@ def sgd_rule(name: str, cfg: SGDConfig, policy, objective: Callable, *,
 
     def update(params, state, batch, key, hp, progress, refresh=None):
         lr = annealed_lr(cfg, hp, progress)
-        r = loop(params, state, batch, key, hp, lr, refresh if cfg.recompute_adv else None)
+        r = loop(params, state, batch, key, hp, lr, refresh)
         params, state = r.params, r.state
         if cfg.desired_kl > 0:  # the rate the last step took
             lr = lr * state.lr_scale
@@ -487,6 +491,8 @@ def sgd_rule(name: str, cfg: SGDConfig, policy, objective: Callable, *,
                               r.grad_steps)
             params, state, own = on_update(view)
             metrics.update(own)
+        if refresh is not None:
+            return params, state, metrics, r.refresh_carry
         return params, state, metrics
 
     return Algorithm(name, cfg, init_fn, update)
