@@ -152,7 +152,7 @@ FIXPO_PAPER_PPO = Preset(
         "learning rate anneals (anneal_steps)",
         "the authors' PPO recomputes the advantages with the current critic before every "
         "epoch (src/mujoco_ppo_tianshou.py:51, recompute_advantage); this preset does not, "
-        "as experiment 12a's records were made before --ppo.recompute-adv existed (add it "
+        "as experiment 12b's records were made before --ppo.recompute-adv existed (add it "
         "to match them)"),
     lines={"num_envs": "src/mujoco_ppo_tianshou.py:34,37 (step_per_collect 2048, 64 envs)",
            "ppo.minibatches": "src/mujoco_ppo_tianshou.py:36 (batch_size 64)",
