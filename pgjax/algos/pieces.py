@@ -368,8 +368,9 @@ def run_epochs(loss_fn: Callable, tx, epochs: int, minibatches: int, *,
     passes over ``batch`` in ``minibatches`` shuffled minibatches (before every epoch after
     the first, ``batch`` is recomputed by the ``Refresh`` when given), each a
     ``clipped_adam_step`` of ``loss_fn(params, mb, hp, state.extra)`` on ``parts``, then
-    ``on_minibatch(extra, aux, hp) -> extra``; after each epoch ``on_epoch(EpochView) -> EpochResult``, whose ``stop``
-    skips every later step. The ``target_kl`` early stop (``kl_early_stop``) runs before
+    ``on_minibatch(extra, aux, hp) -> extra``; after each epoch ``on_epoch(EpochView) ->
+    EpochResult``, whose ``stop`` skips every later step (a recomputation still runs, on
+    parameters that no longer change). The ``target_kl`` early stop (``kl_early_stop``) runs before
     the rule's own epoch hook. With ``desired_kl`` > 0 each step's rate is ``lr`` times
     ``state.lr_scale`` (a ``ScaledSGDState``), adapted before the step
     (``adapt_lr_scale``; the loss's aux must hold ``policy_kl``)."""
