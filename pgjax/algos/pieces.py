@@ -12,8 +12,9 @@ A rule of epochs of minibatch Adam steps on an actor-critic loss is ``sgd_rule``
 
 ``sgd_rule`` keeps everything else: ``epochs`` x ``minibatches`` shuffled minibatches, the
 value loss and entropy bonus, the joint gradient-norm clip, linear learning-rate annealing,
-the ``target_kl`` early stop (``target_kl_mode``), per-minibatch metrics averaged over the
-steps taken, and ``grad_steps``.
+the ``target_kl`` early stop (``target_kl_mode``), the recomputation of the batch's
+advantages before every epoch after the first (``recompute_adv``, from the trainer's
+``Refresh``), per-minibatch metrics averaged over the steps taken, and ``grad_steps``.
 
 An epoch hook that stops the remaining epochs, cleanrl's ``target_kl`` (the built-in
 ``--ppo.target-kl-mode per_epoch`` does the same)::
