@@ -131,6 +131,29 @@ def aggregate_tables(df: pd.DataFrame, reps: int, seed: int = 0, source: str = "
     return agg[first + [c for c in agg.columns if c not in first]], prob
 
 
+def _legend_below(fig, ax, width: int = 120) -> None:
+    """The legend of ``ax``'s lines under the axes, one entry per line, long group names
+    wrapped at ``width`` characters, the figure made taller to hold it: group names carry
+    every option in which the runs differ, so a legend inside the axes would hide the
+    curves or run off the figure."""
+    import textwrap
+
+    handles, labels = ax.get_legend_handles_labels()
+    if not handles:  # nothing to label: no episode ended yet
+        fig.tight_layout()
+        return
+    labels = [textwrap.fill(label, width, subsequent_indent="  ", break_on_hyphens=False)
+              for label in labels]
+    rows = sum(label.count("\n") + 1 for label in labels)
+    extra = 0.14 * rows + 0.15  # inches: 7-pt lines and a margin
+    height = fig.get_figheight() + extra  # the axes keep their size; the figure grows
+    fig.set_figheight(height)
+    share = extra / height
+    fig.legend(handles, labels, loc="lower left", bbox_to_anchor=(0.01, 0.0), fontsize=7,
+               frameon=False)
+    fig.tight_layout(rect=(0, share, 1, 1))
+
+
 def _save(fig, out: Path, stem: str) -> list[Path]:
     paths = [out / f"{stem}.png", out / f"{stem}.svg"]
     fig.savefig(paths[0], dpi=120)
@@ -171,10 +194,9 @@ def plot_returns(df, out: Path, estimator: str, reps: int, source: str = "auto")
             ax.set_ylabel(f"{RETURN_LABELS[src]}\n({estimator.upper()}, 95% stratified "
                           f"bootstrap CI)", fontsize=8)
             ax.grid(alpha=0.3)
-        axes[0].legend(fontsize=7)
         fig.suptitle(env if marks is None else
                      f"{env} (lines: training episodes; markers: held-out evaluations)")
-        fig.tight_layout()
+        _legend_below(fig, axes[0])
         choice = {v: k for k, v in RETURNS.items()}[src]
         stem = f"returns{'' if source == 'auto' else '_' + choice}_{env.replace(':', '-')}"
         written += _save(fig, out, stem)
@@ -213,9 +235,8 @@ def plot_metric(df, out: Path, column: str) -> list[Path]:
         ax.set_xlabel("update")
         ax.set_ylabel(f"{column} (median, min-max over runs)")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
         fig.suptitle(f"{env}: {column}")
-        fig.tight_layout()
+        _legend_below(fig, ax, width=80)
         written += _save(fig, out, f"metric_{column}_{env.replace(':', '-')}")
     return written
 
@@ -248,9 +269,8 @@ def plot_trust_region(df, out: Path) -> list[Path]:
                            "agent_kl_max": "max per-state KL of one agent"}[col]
                           + " (median, min-max over runs)")
             ax.grid(alpha=0.3)
-        axes[0][0].legend(fontsize=7)
         fig.suptitle(f"{env}: trust-region diagnostics per update")
-        fig.tight_layout()
+        _legend_below(fig, axes[0][0])
         written += _save(fig, out, f"trust_region_{env.replace(':', '-')}")
     return written
 
