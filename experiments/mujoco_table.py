@@ -14,7 +14,10 @@ Per task, from the runs' stochastic evaluations (10 episodes each, as Tianshou's
 - the anchors with their sources, ``final / Tianshou``, and the wall time of the task's
   program (all seeds vmapped in one);
 - decay: each seed's final against its best evaluation after ``--decay-after`` steps
-  (``final >= best - 10% of |best|``); the seeds that fall below are listed.
+  (``final >= best - 10% of |best|``); the seeds that fall below are listed, each marked
+  ``peak`` when its final is still at or above the mean of its own evaluations after
+  ``--decay-after`` (the best was a high point of a noisy or rising curve: a maximum over
+  about 17 evaluations of 10 episodes each) or ``decline`` when it ended below that mean.
 
 Writes ``table.csv``, ``table.md`` (the README's table) and ``curves.png`` (the seed-mean
 curve with its bootstrap band per task, the Tianshou figure as a line).
@@ -65,15 +68,21 @@ def best_of_mean_curve(ev: pd.DataFrame, source: str) -> tuple[float, int]:
 
 
 def decayed_seeds(ev: pd.DataFrame, final: pd.DataFrame, source: str, after: int) -> list:
-    """(seed, final, best after ``after`` steps) of each seed whose final return is more than
-    ``DECAY_TOLERANCE`` of its best below that best."""
+    """(seed, final, best after ``after`` steps, mean after ``after`` steps) of each seed
+    whose final return is more than ``DECAY_TOLERANCE`` of its best below that best."""
     out = []
     for run, g in ev[ev["env_steps"] >= after].groupby("run"):
-        best = float(g[source].max())
+        best, level = float(g[source].max()), float(g[source].mean())
         f = float(final.loc[final["run"] == run, "final"].iloc[0])
         if f < best - DECAY_TOLERANCE * abs(best):
-            out.append((int(g["seed"].iloc[0]), f, best))
+            out.append((int(g["seed"].iloc[0]), f, best, level))
     return out
+
+
+def _decay_text(seed: int, final: float, best: float, level: float, digits: int) -> str:
+    kind = "peak" if final >= level else "decline"
+    return (f"seed {seed}: {final:,.{digits}f} of best {best:,.{digits}f} ({kind}; its mean "
+            f"{level:,.{digits}f})")
 
 
 def table(ev: pd.DataFrame, decay_after: int = 500_000) -> pd.DataFrame:
@@ -88,6 +97,7 @@ def table(ev: pd.DataFrame, decay_after: int = 500_000) -> pd.DataFrame:
         best, best_at = best_of_mean_curve(g, source)
         ts, cr = TIANSHOU.get(task), CLEANRL.get(task)
         decays = decayed_seeds(g, f, source, decay_after)
+        digits = 1 if abs(f["final"].mean()) < 100 else 0
         ratio = np.nan
         if ts is not None:
             # how far along from Tianshou's figure; for negative returns (Reacher) the ratio
@@ -100,7 +110,8 @@ def table(ev: pd.DataFrame, decay_after: int = 500_000) -> pd.DataFrame:
             "best": best, "best_at": best_at, "tianshou": ts, "cleanrl": cr,
             "final_over_tianshou": ratio,
             "wall_time_min": g["wall_time_s"].max() / 60,
-            "decayed": "; ".join(f"seed {s}: {a:.0f} of best {b:.0f}" for s, a, b in decays),
+            "decayed": "; ".join(_decay_text(*d, digits) for d in decays),
+            "declining_seeds": sum(a < m for _, a, _, m in decays), "decay_after": decay_after,
             "source": source})
     out = pd.DataFrame(rows)
     order = {t: i for i, t in enumerate(TASK_ORDER)}
@@ -114,9 +125,10 @@ def _num(x, digits=0) -> str:
 
 def markdown(t: pd.DataFrame) -> str:
     digits = lambda task: 1 if task in ("Reacher", "Swimmer") else 0
+    after = f"{t['decay_after'].iloc[0] / 1000:,.0f}k"
     lines = ["| task | pgjax final [95% CI] | pgjax best during training | Tianshou (best) | "
              "final / Tianshou | cleanrl | wall time (min) | seeds below 90% of their best "
-             "after 500k |",
+             f"after {after} (their mean over the same evaluations) |",
              "|---|---|---:|---:|---:|---:|---:|---|"]
     for r in t.itertuples():
         d = digits(r.task)
@@ -126,8 +138,10 @@ def markdown(t: pd.DataFrame) -> str:
             f"{_num(r.cleanrl, d)} | {r.wall_time_min:.0f} | {r.decayed or 'none'} |")
     hits = t["final_over_tianshou"].dropna()
     lines += ["", f"final ≥ 0.9 × Tianshou on {(hits >= 0.9).sum()} of {len(hits)} tasks, "
-                  f"≥ Tianshou on {(hits >= 1.0).sum()}. Sources: Tianshou {_TIANSHOU}; "
-                  f"cleanrl {_CLEANRL}."]
+                  f"≥ Tianshou on {(hits >= 1.0).sum()}; seeds that ended below both 90% of "
+                  f"their best and their own mean after {after} (decline): "
+                  f"{int(t['declining_seeds'].sum())} of {int(t['seeds'].sum())}. Sources: "
+                  f"Tianshou {_TIANSHOU}; cleanrl {_CLEANRL}."]
     return "\n".join(lines) + "\n"
 
 
