@@ -440,6 +440,24 @@ HAPPO_PAPER = Preset(
            "ppo.anneal_lr": "happo.yaml:28 (False); tuned configs: True for hopper_3x1, "
                             "humanoid_17x1, walker2d_2x3"})
 
+# HARL's MAPPO baseline: its tuned MA-MuJoCo configs equal HAPPO's but for one actor shared
+# by the agents (and a 100-step rollout on humanoid_17x1)
+HAPPO_PAPER_MAPPO = HAPPO_PAPER._replace(
+    name="happo-paper-mappo",
+    summary="HARL's MAPPO baseline on MA-MuJoCo: simultaneous updates of one actor shared by "
+            "every agent (each sees the full state and its one-hot id), otherwise HAPPO's "
+            "settings and HARL's tuned per-task values",
+    source="PKU-MARL/HARL @ d539bad: harl/configs/algos_cfgs/mappo.yaml, "
+           "tuned_configs/mamujoco/<task>/mappo/config.json",
+    options={**HAPPO_PAPER.options, "algo": "mappo", "agents.share_actor": True},
+    per_task={**_HARL_TASKS,
+              "humanoid_17x1": {**_HARL_TASKS["humanoid_17x1"], "rollout_len": 100}},
+    lines={**HAPPO_PAPER.lines,
+           "agents.share_actor": "harl/configs/algos_cfgs/mappo.yaml:116 (share_param True); "
+                                 "tuned_configs/mamujoco/HalfCheetah-v2-2x3/mappo/config.json:16",
+           "rollout_len": "tuned_configs/mamujoco/Humanoid-v2-17x1/mappo/config.json "
+                          "(episode_length 100; HAPPO's 200)"})
+
 _DMC = "mujoco_playground/config/dm_control_suite_params.py"
 # the rules this preset sets Brax PPO's shared settings for (SPO and FixPO at PPO's settings:
 # SPO's epsilon at PPO's clip; FixPO's own eps_kl, C_beta and fixup at its paper's defaults)
@@ -493,7 +511,7 @@ PLAYGROUND_DMC = Preset(
                          "(full_reset=False: each env restarts from its first state)"})
 
 PRESETS = {p.name: p for p in (CLEANRL, MUJOCO, SPO_PAPER, FIXPO_PAPER, FIXPO_PAPER_PPO, S2PG_PAPER,
-                               S2PG_PAPER_MEMORYLESS, S2PG_PAPER_BPTT, HAPPO_PAPER, BRAX,
+                               S2PG_PAPER_MEMORYLESS, S2PG_PAPER_BPTT, HAPPO_PAPER, HAPPO_PAPER_MAPPO, BRAX,
                                PLAYGROUND_DMC)}
 
 

@@ -18,7 +18,7 @@ ENVS = {"cleanrl": "gym:HalfCheetah-v5", "spo-paper": "gym:Hopper-v5",
         "happo-paper": "mabrax:halfcheetah_2x3", "brax": "brax:halfcheetah",
         "fixpo-paper-ppo": "gym:Hopper-v5", "s2pg-paper-memoryless": "brax:halfcheetah",
         "s2pg-paper-bptt": "brax:hopper", "playground-dmc": "playground:CheetahRun",
-        "mujoco": "gym:Ant-v5"}
+        "mujoco": "gym:Ant-v5", "happo-paper-mappo": "mabrax:halfcheetah_2x3"}
 
 
 def _value(cfg: TrainConfig, key: str):
@@ -78,6 +78,15 @@ def test_presets_hold_the_sources_values():
     assert math.exp(c.net.init_log_std) == pytest.approx(0.3655, abs=1e-4)
     c = TrainConfig.from_preset("happo-paper", env="mabrax:walker2d_2x3")
     assert (c.ppo.lr, c.ppo.clip_eps, c.ppo.minibatches) == (1e-3, 0.05, 2)
+    # HARL's MAPPO baseline: HAPPO's tuned values with one shared actor (humanoid_17x1: a
+    # 100-step rollout)
+    happo = TrainConfig.from_preset("happo-paper", env="mabrax:halfcheetah_2x3")
+    mappo = TrainConfig.from_preset("happo-paper-mappo", env="mabrax:halfcheetah_2x3")
+    assert (mappo.algo, mappo.agents.share_actor, happo.agents.share_actor) == ("mappo", True, False)
+    assert (mappo.ppo, mappo.net, mappo.norm, mappo.agents.obs, mappo.batch_size) == \
+        (happo.ppo, happo.net, happo.norm, happo.agents.obs, happo.batch_size)
+    assert (mappo.ppo.clip_eps, mappo.ppo.epochs) == (0.05, 15)
+    assert TrainConfig.from_preset("happo-paper-mappo", env="mabrax:humanoid_17x1").rollout_len == 100
 
 
 def test_task_keys():
