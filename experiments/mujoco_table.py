@@ -125,7 +125,7 @@ def _num(x, digits=0) -> str:
 
 def markdown(t: pd.DataFrame) -> str:
     digits = lambda task: 1 if task in ("Reacher", "Swimmer") else 0
-    after = f"{t['decay_after'].iloc[0] / 1000:,.0f}k"
+    after = f"{t['decay_after'].iloc[0] / 1000:g}k"
     lines = ["| task | pgjax final [95% CI] | pgjax best during training | Tianshou (best) | "
              "final / Tianshou | cleanrl | wall time (min) | seeds below 90% of their best "
              f"after {after} (their mean over the same evaluations) |",

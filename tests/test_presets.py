@@ -68,7 +68,7 @@ def test_presets_hold_the_sources_values():
     assert (c.batch_size, c.batch_size // c.ppo.minibatches, c.anneal_iterations) == \
         (2048, 64, 1500)
     assert (c.ppo.norm_adv, c.ppo.clip_vloss, c.net.init_log_std, c.eval_modes) == \
-        (False, False, -0.5, ("stochastic",))
+        (True, False, -0.5, ("stochastic",))  # norm_adv: a listed change from tianshou
     assert c.ppo.recompute_adv and c.norm.value_norm  # tianshou's recompute_advantage
     c = TrainConfig.from_preset("fixpo-paper-ppo", env="gym:Hopper-v5")
     assert not c.ppo.recompute_adv  # as experiment 12b's records were made

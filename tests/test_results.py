@@ -220,14 +220,23 @@ def test_mujoco_table_final_best_anchor_ratio_and_decayed_seeds(tmp_path):
                  curve=hopper)
     fake_run_dir(tmp_path / "reacher", [0, 0], TrainConfig(env="gym:Reacher-v5").to_dict(),
                  curve=lambda seed, i: -5.0 - 20 * (i == 0))
+    # Walker2d: evaluations every 500 steps; after 1,500: 1,000, 3,000, 1,000, 2,600, so the
+    # final (2,600) is below 90% of the best (3,000) but above the seed's mean there (1,900)
+    walker = {15: 1000.0, 20: 3000.0, 25: 1000.0, 30: 2600.0}
+    fake_run_dir(tmp_path / "walker", [0], TrainConfig(env="gym:Walker2d-v5").to_dict(),
+                 evals=7, curve=lambda seed, i: walker.get(i, 0.0))
     t = table.table(r.load([tmp_path]), decay_after=1500).set_index("task")
     h = t.loc["Hopper"]
     assert h["final_per_seed"] == "3000.0 3000.0 2000.0"
     assert h["final"] == pytest.approx(8000 / 3)
     assert h["best"] == pytest.approx(3100) and h["best_at"] == 1000  # seed-mean curve's top
     assert h["final_over_tianshou"] == pytest.approx(8000 / 3 / 2609.3)
-    assert h["decayed"] == "seed 2: 2000 of best 3300"  # 2,000 < 3,300 - 330
+    # 2,000 < 3,300 - 330, and below the seed's mean after 1,500 steps (3,300 and 2,000)
+    assert h["decayed"] == "seed 2: 2,000 of best 3,300 (decline; its mean 2,650)"
+    assert t.loc["Walker2d", "decayed"] == "seed 0: 2,600 of best 3,000 (peak; its mean 1,900)"
+    assert (h["declining_seeds"], t.loc["Walker2d", "declining_seeds"]) == (1, 0)
     assert t.loc["Reacher", "final_over_tianshou"] == pytest.approx(4.1 / 5)
     assert t.loc["Reacher", "decayed"] == ""
     md = table.markdown(t.reset_index())
-    assert "final ≥ 0.9 × Tianshou on 1 of 2 tasks, ≥ Tianshou on 1." in md
+    assert "final ≥ 0.9 × Tianshou on 1 of 3 tasks, ≥ Tianshou on 1; seeds that ended below " \
+           "both 90% of their best and their own mean after 1.5k (decline): 1 of 6." in md
