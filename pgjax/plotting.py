@@ -154,10 +154,13 @@ def _legend_below(fig, ax, width: int = 120) -> None:
     fig.tight_layout(rect=(0, share, 1, 1))
 
 
-def _save(fig, out: Path, stem: str) -> list[Path]:
-    paths = [out / f"{stem}.png", out / f"{stem}.svg"]
+def _save(fig, out: Path, stem: str, vector: bool = True) -> list[Path]:
+    """``stem``.png, and ``stem``.svg unless ``vector`` is off (a figure of thousands of
+    points per line, whose svg would only wrap a raster of it)."""
+    paths = [out / f"{stem}.png"] + ([out / f"{stem}.svg"] if vector else [])
     fig.savefig(paths[0], dpi=120)
-    fig.savefig(paths[1])
+    if vector:
+        fig.savefig(paths[1])
     return paths
 
 
@@ -261,11 +264,8 @@ def plot_trust_region(df, out: Path) -> list[Path]:
                     continue
                 s = g.groupby("iteration")[col]
                 med, lo, hi = s.median(), s.min(), s.max()
-                # one point per update and run: drawn as pixels in the svg too, which
-                # otherwise holds every vertex (0.3-0.7 MB per figure)
-                ax.plot(med.index, med.to_numpy(), label=group, lw=1, rasterized=True)
-                ax.fill_between(med.index, lo.to_numpy(), hi.to_numpy(), alpha=0.15,
-                                rasterized=True)
+                ax.plot(med.index, med.to_numpy(), label=group, lw=1)
+                ax.fill_between(med.index, lo.to_numpy(), hi.to_numpy(), alpha=0.15)
             ax.set_yscale("log")
             ax.set_xlabel("update")
             ax.set_ylabel({"kl_max": "max per-state KL", "ratio_dev_max": "max |r - 1|",
@@ -274,7 +274,8 @@ def plot_trust_region(df, out: Path) -> list[Path]:
             ax.grid(alpha=0.3)
         fig.suptitle(f"{env}: trust-region diagnostics per update")
         _legend_below(fig, axes[0][0])
-        written += _save(fig, out, f"trust_region_{env.replace(':', '-')}")
+        # one point per update and run: png only (an svg holds every vertex, 0.3-0.7 MB)
+        written += _save(fig, out, f"trust_region_{env.replace(':', '-')}", vector=False)
     return written
 
 
