@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -67,22 +68,41 @@ def best_of_mean_curve(ev: pd.DataFrame, source: str) -> tuple[float, int]:
     return float(curve.loc[i, "value"]), int(curve.loc[i, "env_steps"])
 
 
-def decayed_seeds(ev: pd.DataFrame, final: pd.DataFrame, source: str, after: int) -> list:
-    """(seed, final, best after ``after`` steps, mean after ``after`` steps) of each seed
-    whose final return is more than ``DECAY_TOLERANCE`` of its best below that best."""
+class Decay(NamedTuple):
+    """A seed whose final return is more than ``DECAY_TOLERANCE`` of its best below that best
+    (best and mean over its evaluations after the decay threshold)."""
+
+    seed: int
+    final: float
+    best: float
+    mean: float
+
+    @property
+    def declined(self) -> bool:
+        """Ended below its own mean, not merely below a noisy or still-rising best."""
+        return self.final < self.mean
+
+    def text(self, digits: int) -> str:
+        return (f"seed {self.seed}: {_num(self.final, digits)} of best "
+                f"{_num(self.best, digits)} ({'decline' if self.declined else 'peak'}; its "
+                f"mean {_num(self.mean, digits)})")
+
+
+def decayed_seeds(ev: pd.DataFrame, final: pd.DataFrame, source: str, after: int) -> list[Decay]:
+    """Each seed whose final return is more than ``DECAY_TOLERANCE`` of its best evaluation
+    after ``after`` steps below that best."""
     out = []
     for run, g in ev[ev["env_steps"] >= after].groupby("run"):
-        best, level = float(g[source].max()), float(g[source].mean())
+        best = float(g[source].max())
         f = float(final.loc[final["run"] == run, "final"].iloc[0])
         if f < best - DECAY_TOLERANCE * abs(best):
-            out.append((int(g["seed"].iloc[0]), f, best, level))
+            out.append(Decay(int(g["seed"].iloc[0]), f, best, float(g[source].mean())))
     return out
 
 
-def _decay_text(seed: int, final: float, best: float, level: float, digits: int) -> str:
-    kind = "peak" if final >= level else "decline"
-    return (f"seed {seed}: {final:,.{digits}f} of best {best:,.{digits}f} ({kind}; its mean "
-            f"{level:,.{digits}f})")
+def digits(task: str) -> int:
+    """Decimals shown for a task's returns: one where they are small (Reacher, Swimmer)."""
+    return 1 if task in ("Reacher", "Swimmer") else 0
 
 
 def table(ev: pd.DataFrame, decay_after: int = 500_000) -> pd.DataFrame:
@@ -97,7 +117,6 @@ def table(ev: pd.DataFrame, decay_after: int = 500_000) -> pd.DataFrame:
         best, best_at = best_of_mean_curve(g, source)
         ts, cr = TIANSHOU.get(task), CLEANRL.get(task)
         decays = decayed_seeds(g, f, source, decay_after)
-        digits = 1 if abs(f["final"].mean()) < 100 else 0
         ratio = np.nan
         if ts is not None:
             # how far along from Tianshou's figure; for negative returns (Reacher) the ratio
@@ -110,8 +129,8 @@ def table(ev: pd.DataFrame, decay_after: int = 500_000) -> pd.DataFrame:
             "best": best, "best_at": best_at, "tianshou": ts, "cleanrl": cr,
             "final_over_tianshou": ratio,
             "wall_time_min": g["wall_time_s"].max() / 60,
-            "decayed": "; ".join(_decay_text(*d, digits) for d in decays),
-            "declining_seeds": sum(a < m for _, a, _, m in decays), "decay_after": decay_after,
+            "decayed": "; ".join(d.text(digits(task)) for d in decays),
+            "declining_seeds": sum(d.declined for d in decays), "decay_after": decay_after,
             "source": source})
     out = pd.DataFrame(rows)
     order = {t: i for i, t in enumerate(TASK_ORDER)}
@@ -124,7 +143,6 @@ def _num(x, digits=0) -> str:
 
 
 def markdown(t: pd.DataFrame) -> str:
-    digits = lambda task: 1 if task in ("Reacher", "Swimmer") else 0
     after = f"{t['decay_after'].iloc[0] / 1000:g}k"
     lines = ["| task | pgjax final [95% CI] | pgjax best during training | Tianshou (best) | "
              "final / Tianshou | cleanrl | wall time (min) | seeds below 90% of their best "
