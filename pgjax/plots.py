@@ -1,6 +1,6 @@
 """A finished run directory's own summary: ``curve.png`` (mean over seeds with a 95%
 percentile-bootstrap band) and ``summary.csv`` (final return per group), read through
-``pgjax.results``."""
+``pgjax.results``; and the legend every pgjax figure puts under its axes."""
 from __future__ import annotations
 
 import json
@@ -22,6 +22,29 @@ def curve_table(points: pd.DataFrame, x: str = "env_steps") -> pd.DataFrame:
         rows.append({"group": group, x: g[x].mean(), "mean": g["value"].mean(), "lo": lo,
                      "hi": hi, "n": len(g)})
     return pd.DataFrame(rows, columns=["group", x, "mean", "lo", "hi", "n"])
+
+
+def legend_below(fig, ax, width: int = 120) -> None:
+    """The legend of ``ax``'s lines under the axes, one entry per line, long group names
+    wrapped at ``width`` characters, the figure made taller to hold it: group names carry
+    every option in which the runs differ, so a legend inside the axes would hide the
+    curves or run off the figure."""
+    import textwrap
+
+    handles, labels = ax.get_legend_handles_labels()
+    if not handles:  # nothing to label: no episode ended yet
+        fig.tight_layout()
+        return
+    labels = [textwrap.fill(label, width, subsequent_indent="  ", break_on_hyphens=False)
+              for label in labels]
+    rows = sum(label.count("\n") + 1 for label in labels)
+    extra = 0.14 * rows + 0.15  # inches: 7-pt lines and a margin
+    height = fig.get_figheight() + extra  # the axes keep their size; the figure grows
+    fig.set_figheight(height)
+    share = extra / height
+    fig.legend(handles, labels, loc="lower left", bbox_to_anchor=(0.01, 0.0), fontsize=7,
+               frameon=False)
+    fig.tight_layout(rect=(0, share, 1, 1))
 
 
 def plot_curves(df: pd.DataFrame, path, title: str = "", x: str = "env_steps") -> None:
@@ -58,9 +81,7 @@ def plot_curves(df: pd.DataFrame, path, title: str = "", x: str = "env_steps") -
     else:
         ax.set_title(title)
     ax.grid(alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:  # nothing to label: no episode ended yet
-        ax.legend(fontsize=8)
-    fig.tight_layout()
+    legend_below(fig, ax, width=90)
     fig.savefig(path, dpi=120)
 
 

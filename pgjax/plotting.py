@@ -34,6 +34,7 @@ import pandas as pd
 
 from pgjax import results
 from pgjax.errors import ConfigError
+from pgjax.plots import legend_below
 from pgjax.results import (EVAL_SOURCES, RETURN_LABELS, curve_source, eval_source,
                            return_points)
 
@@ -131,29 +132,6 @@ def aggregate_tables(df: pd.DataFrame, reps: int, seed: int = 0, source: str = "
     return agg[first + [c for c in agg.columns if c not in first]], prob
 
 
-def _legend_below(fig, ax, width: int = 120) -> None:
-    """The legend of ``ax``'s lines under the axes, one entry per line, long group names
-    wrapped at ``width`` characters, the figure made taller to hold it: group names carry
-    every option in which the runs differ, so a legend inside the axes would hide the
-    curves or run off the figure."""
-    import textwrap
-
-    handles, labels = ax.get_legend_handles_labels()
-    if not handles:  # nothing to label: no episode ended yet
-        fig.tight_layout()
-        return
-    labels = [textwrap.fill(label, width, subsequent_indent="  ", break_on_hyphens=False)
-              for label in labels]
-    rows = sum(label.count("\n") + 1 for label in labels)
-    extra = 0.14 * rows + 0.15  # inches: 7-pt lines and a margin
-    height = fig.get_figheight() + extra  # the axes keep their size; the figure grows
-    fig.set_figheight(height)
-    share = extra / height
-    fig.legend(handles, labels, loc="lower left", bbox_to_anchor=(0.01, 0.0), fontsize=7,
-               frameon=False)
-    fig.tight_layout(rect=(0, share, 1, 1))
-
-
 def _save(fig, out: Path, stem: str, vector: bool = True) -> list[Path]:
     """``stem``.png, and ``stem``.svg unless ``vector`` is off (a figure of thousands of
     points per line, whose svg would only wrap a raster of it)."""
@@ -199,7 +177,7 @@ def plot_returns(df, out: Path, estimator: str, reps: int, source: str = "auto")
             ax.grid(alpha=0.3)
         fig.suptitle(env if marks is None else
                      f"{env} (lines: training episodes; markers: held-out evaluations)")
-        _legend_below(fig, axes[0])
+        legend_below(fig, axes[0])
         choice = {v: k for k, v in RETURNS.items()}[src]
         stem = f"returns{'' if source == 'auto' else '_' + choice}_{env.replace(':', '-')}"
         written += _save(fig, out, stem)
@@ -239,7 +217,7 @@ def plot_metric(df, out: Path, column: str) -> list[Path]:
         ax.set_ylabel(f"{column} (median, min-max over runs)")
         ax.grid(alpha=0.3)
         fig.suptitle(f"{env}: {column}")
-        _legend_below(fig, ax, width=80)
+        legend_below(fig, ax, width=80)
         written += _save(fig, out, f"metric_{column}_{env.replace(':', '-')}")
     return written
 
@@ -273,7 +251,7 @@ def plot_trust_region(df, out: Path) -> list[Path]:
                           + " (median, min-max over runs)")
             ax.grid(alpha=0.3)
         fig.suptitle(f"{env}: trust-region diagnostics per update")
-        _legend_below(fig, axes[0][0])
+        legend_below(fig, axes[0][0])
         # one point per update and run: png only (an svg holds every vertex, 0.3-0.7 MB)
         written += _save(fig, out, f"trust_region_{env.replace(':', '-')}", vector=False)
     return written
