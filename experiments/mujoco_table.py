@@ -19,6 +19,10 @@ Per task, from the runs' stochastic evaluations (10 episodes each, as Tianshou's
   ``--decay-after`` (the best was a high point of a noisy or rising curve: a maximum over
   about 17 evaluations of 10 episodes each) or ``decline`` when it ended below that mean.
 
+``--beside DIR`` adds rows for runs of other task versions (e.g. ``Ant-v4``, the task as
+Tianshou's v3 ran it in effect), labelled with their version and left out of the counts
+under the table.
+
 Writes ``table.csv``, ``table.md`` (the README's table) and ``curves.png`` (the seed-mean
 curve with its bootstrap band per task, the Tianshou figure as a line).
 """
@@ -105,8 +109,9 @@ def digits(task: str) -> int:
     return 1 if task in ("Reacher", "Swimmer") else 0
 
 
-def table(ev: pd.DataFrame, decay_after: int = 500_000) -> pd.DataFrame:
-    """One row per task from ``results.load``'s frame of the sweep's runs."""
+def table(ev: pd.DataFrame, decay_after: int = 500_000, beside: bool = False) -> pd.DataFrame:
+    """One row per task from ``results.load``'s frame of the sweep's runs; ``beside``: rows
+    shown beside the table's own (labelled with their version, not counted)."""
     source = results.eval_source(ev)
     final = results.finals(ev, source)
     rows = []
@@ -123,7 +128,8 @@ def table(ev: pd.DataFrame, decay_after: int = 500_000) -> pd.DataFrame:
             # of magnitudes is inverted, so it is 1 at parity and below 1 when worse
             ratio = f["final"].mean() / ts if ts > 0 else ts / f["final"].mean()
         rows.append({
-            "task": task, "env": env, "seeds": len(f), "env_steps": int(f["env_steps"].max()),
+            "task": task, "env": env, "beside": beside,
+            "label": f"{task}-v{env.rsplit('-v', 1)[-1]}" if beside else task, "seeds": len(f), "env_steps": int(f["env_steps"].max()),
             "final": f["final"].mean(), "final_lo": lo, "final_hi": hi,
             "final_per_seed": " ".join(f"{v:.1f}" for v in f["final"]),
             "best": best, "best_at": best_at, "tianshou": ts, "cleanrl": cr,
@@ -132,10 +138,14 @@ def table(ev: pd.DataFrame, decay_after: int = 500_000) -> pd.DataFrame:
             "decayed": "; ".join(d.text(digits(task)) for d in decays),
             "declining_seeds": sum(d.declined for d in decays), "decay_after": decay_after,
             "source": source})
-    out = pd.DataFrame(rows)
+    return pd.DataFrame(rows)
+
+
+def ordered(t: pd.DataFrame) -> pd.DataFrame:
+    """The table's rows in task order, each task's own row before rows beside it."""
     order = {t: i for i, t in enumerate(TASK_ORDER)}
-    return out.sort_values("task", key=lambda s: s.map(lambda t: order.get(t, 99)),
-                           ignore_index=True)
+    return t.sort_values(["task", "beside"], key=lambda s: s.map(
+        lambda v: order.get(v, 99) if isinstance(v, str) else v), ignore_index=True)
 
 
 def _num(x, digits=0) -> str:
@@ -151,14 +161,17 @@ def markdown(t: pd.DataFrame) -> str:
     for r in t.itertuples():
         d = digits(r.task)
         lines.append(
-            f"| {r.task} | {_num(r.final, d)} [{_num(r.final_lo, d)}, {_num(r.final_hi, d)}] | "
+            f"| {r.label} | {_num(r.final, d)} [{_num(r.final_lo, d)}, {_num(r.final_hi, d)}] | "
             f"{_num(r.best, d)} | {_num(r.tianshou, d)} | {_num(r.final_over_tianshou, 2)} | "
             f"{_num(r.cleanrl, d)} | {r.wall_time_min:.0f} | {r.decayed or 'none'} |")
-    hits = t["final_over_tianshou"].dropna()
+    hits = t.loc[~t["beside"], "final_over_tianshou"].dropna()
+    own = t[~t["beside"]]
     lines += ["", f"final ≥ 0.9 × Tianshou on {(hits >= 0.9).sum()} of {len(hits)} tasks, "
                   f"≥ Tianshou on {(hits >= 1.0).sum()}; seeds that ended below both 90% of "
                   f"their best and their own mean after {after} (decline): "
-                  f"{int(t['declining_seeds'].sum())} of {int(t['seeds'].sum())}. Sources: "
+                  f"{int(own['declining_seeds'].sum())} of {int(own['seeds'].sum())}"
+                  f"{' (rows with a version are beside the table, not counted)' if t['beside'].any() else ''}"
+                  f". Sources: "
                   f"Tianshou {_TIANSHOU}; cleanrl {_CLEANRL}."]
     return "\n".join(lines) + "\n"
 
@@ -183,7 +196,7 @@ def plot(ev: pd.DataFrame, t: pd.DataFrame, path: Path) -> None:
         ax.fill_between(steps, band[:, 0], band[:, 1], color="C0", alpha=0.25, lw=0)
         if r.tianshou is not None and not np.isnan(r.tianshou):
             ax.axhline(r.tianshou, color="C3", ls="--", lw=1, label="Tianshou 1M (best)")
-        ax.set_title(f"{r.task}-v5 ({r.seeds} seeds)")
+        ax.set_title(f"{r.env.split(':', 1)[-1]} ({r.seeds} seeds)")
         ax.set_xlabel("env steps")
     for ax in list(axes.flat)[n:]:
         ax.axis("off")
@@ -199,9 +212,16 @@ def main():
     p.add_argument("runs", nargs="+", help="the sweep's directory (or run directories)")
     p.add_argument("--out", default="experiments/results/mujoco_v5")
     p.add_argument("--decay-after", type=int, default=500_000)
+    p.add_argument("--beside", nargs="+", default=[], metavar="DIR",
+                   help="runs of other task versions shown beside the table, not counted")
     a = p.parse_args()
     ev = results.load(a.runs, command="mujoco_table.py")
     t = table(ev, a.decay_after)
+    if a.beside:
+        ev_beside = results.load(a.beside, command="mujoco_table.py")
+        t = pd.concat([t, table(ev_beside, a.decay_after, beside=True)], ignore_index=True)
+        ev = pd.concat([ev, ev_beside], ignore_index=True)
+    t = ordered(t)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     t.to_csv(out / "table.csv", index=False)

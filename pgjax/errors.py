@@ -9,6 +9,10 @@ class ConfigError(ValueError):
     """
 
 
+class InUse(ConfigError):
+    """A run directory is being trained into by another pgjax process (its lock is held)."""
+
+
 class TrainingError(RuntimeError):
     """A run failed (non-finite loss or parameters, or an algorithm's own failure such as
     FixPO's fixup cap); the other runs and every record up to the failure are kept."""

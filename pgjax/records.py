@@ -44,7 +44,7 @@ from filelock import FileLock, Timeout
 from flax import serialization
 
 from pgjax.config import TrainConfig
-from pgjax.errors import ConfigError
+from pgjax.errors import ConfigError, InUse
 from pgjax.options import exact
 from pgjax.rundir import (DirState, check_records, enclosing_run,  # noqa: F401
                           inspect, is_finished, read_json, read_rows, recorded_rows,
@@ -289,8 +289,8 @@ def claim(cfg) -> FileLock:
         lock = FileLock(root / ".lock", timeout=0)
         lock.acquire()
     except Timeout:
-        raise ConfigError(f"{root} is in use by another pgjax process; wait for it to finish "
-                          f"or pick another --name") from None
+        raise InUse(f"{root} is in use by another pgjax process; wait for it to finish "
+                    f"or pick another --name") from None
     except OSError as e:
         raise ConfigError(f"cannot create the run directory {root} ({e.strerror}); pass a "
                           f"writable --out") from None

@@ -40,6 +40,11 @@ records are written atomically, so a kill at any moment loses no finished run an
 torn file. A group whose runs fail (non-finite values, algorithm errors) or that raises is
 recorded in ``<out>/<name>/sweep.json`` and the sweep carries on. ``--only GLOB`` runs a
 subset of the groups (e.g. the short ones first); the whole sweep's records stay in one place.
+
+Several processes can share one sweep: run the same command in each (on the cores or
+machines of one filesystem). A group another process is training is left to it (its run
+directory is locked) and this one goes on to the next; ``sweep.json`` is changed under a
+lock, so no process loses another's entries.
 """
 from __future__ import annotations
 
@@ -51,7 +56,7 @@ import tomllib
 from pathlib import Path
 
 from pgjax.config import TrainConfig, config_class
-from pgjax.errors import EXIT_RUNS_FAILED, ConfigError
+from pgjax.errors import EXIT_RUNS_FAILED, ConfigError, InUse
 from pgjax.records import atomic_write_json, exact, inspect, is_finished, read_json
 
 TOP_KEYS = {"name", "out", "algos", "envs", "seeds", "seed", "preset", "config", "env_config",
@@ -230,7 +235,8 @@ class Sweep:
                                   f"(--name), or restore the sweep's settings") from None
 
     def run(self, log=print) -> dict:
-        """Run every unfinished group; returns the sweep status."""
+        """Run every unfinished group that no other process is training; returns the sweep
+        status (``sweep.json``: groups trained elsewhere and not yet finished are absent)."""
         from pgjax.runner import run
 
         self.check_existing()
@@ -247,11 +253,10 @@ class Sweep:
         for i, (name, cfg) in enumerate(self.groups.items(), 1):
             if is_finished(self.root / name):
                 log(f"[{i}/{total}] {name}: finished, skipped")
-                if name not in status["groups"] and _writer():  # a rebuilt sweep.json
+                if name not in status["groups"]:  # a rebuilt sweep.json
                     done = read_json(self.root / name / "status.json", "status.json")
-                    status["groups"][name] = {"status": "finished",
-                                              "failed_runs": done.get("failed_runs", {})}
-                    atomic_write_json(self.root / "sweep.json", status)
+                    status = self.record(name, {"status": "finished",
+                                                "failed_runs": done.get("failed_runs", {})})
                 continue
             log(f"[{i}/{total}] {name}: {cfg.seeds} seeds x {len(cfg.runs()) // cfg.seeds} "
                 f"grid points")
@@ -260,15 +265,32 @@ class Sweep:
                 records = run(cfg, log=log, strict=False)
                 failed = {records.run_dirs[r].name: m for r, m in records.failed.items()}
                 entry = {"status": "finished", "failed_runs": failed}
+            except InUse:
+                log(f"[{i}/{total}] {name}: another pgjax process is training it; left to it")
+                continue
             except ConfigError:
                 raise
             except Exception as e:  # a group that crashes is recorded; the sweep carries on
                 entry = {"status": "error", "error": f"{type(e).__name__}: {e}"}
                 log(f"[{i}/{total}] {name}: error: {entry['error']}")
             entry["wall_time_s"] = round(time.time() - t, 1)
+            status = self.record(name, entry)
+        return status
+
+    def record(self, name: str, entry: dict) -> dict:
+        """Set group ``name``'s entry of ``sweep.json`` and return the whole status. The file is
+        read, changed and written under a lock, so sweeps of the same directory running at
+        once (``--only``) keep each other's entries."""
+        from filelock import FileLock
+
+        if not _writer():
+            status = self.status()
             status["groups"][name] = entry
-            if _writer():
-                atomic_write_json(self.root / "sweep.json", status)
+            return status
+        with FileLock(self.root / ".sweep.lock"):
+            status = self.status()
+            status["groups"][name] = entry
+            atomic_write_json(self.root / "sweep.json", status)
         return status
 
 
@@ -362,12 +384,16 @@ def sweep_main(argv: list[str]) -> int:
     except ConfigError as e:
         print(f"pgjax sweep: error: {e}", file=sys.stderr)
         return 2
-    bad = {k: v for k, v in status["groups"].items()
-           if v["status"] != "finished" or v.get("failed_runs")}
-    print(f"sweep {sweep.root}: {len(sweep.groups) - len(bad)}/{len(sweep.groups)} groups "
-          f"finished without failures")
+    entries = {k: status["groups"].get(k) for k in sweep.groups}
+    bad = {k: v for k, v in entries.items()
+           if v is not None and (v["status"] != "finished" or v.get("failed_runs"))}
+    elsewhere = [k for k, v in entries.items() if v is None]
+    print(f"sweep {sweep.root}: {len(sweep.groups) - len(bad) - len(elsewhere)}/"
+          f"{len(sweep.groups)} groups finished without failures")
     for k, v in bad.items():
         print(f"  {k}: {v.get('error') or v.get('failed_runs')}")
+    for k in elsewhere:
+        print(f"  {k}: being trained by another process")
     if a.plot:
         from pgjax.plotting import plot_main
 

@@ -240,3 +240,14 @@ def test_mujoco_table_final_best_anchor_ratio_and_decayed_seeds(tmp_path):
     md = table.markdown(t.reset_index())
     assert "final ≥ 0.9 × Tianshou on 1 of 3 tasks, ≥ Tianshou on 1; seeds that ended below " \
            "both 90% of their best and their own mean after 1.5k (decline): 1 of 6." in md
+    # runs of another task version are shown beside the table, labelled, and not counted
+    fake_run_dir(tmp_path.parent / "beside" / "hopper_v4", [0], TrainConfig(
+        env="gym:Hopper-v4").to_dict(), curve=lambda seed, i: 2609.3)
+    side = table.table(r.load([tmp_path.parent / "beside"]), decay_after=1500, beside=True)
+    both = table.ordered(pd.concat([t.reset_index(), side], ignore_index=True))
+    assert list(both["label"]) == ["Reacher", "Hopper", "Hopper-v4", "Walker2d"]
+    md = table.markdown(both)
+    assert "| Hopper-v4 | 2,609 [2,609, 2,609] |" in md
+    assert "final ≥ 0.9 × Tianshou on 1 of 3 tasks, ≥ Tianshou on 1; seeds that ended below " \
+           "both 90% of their best and their own mean after 1.5k (decline): 1 of 6 (rows with " \
+           "a version are beside the table, not counted)." in md

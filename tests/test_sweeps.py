@@ -25,7 +25,7 @@ from pgjax.envs import ConfigError
 from pgjax.sweep import Sweep
 from pgjax.errors import TrainingError
 
-from helpers import Interrupt, assert_same_records, interrupting, run_files
+from helpers import Interrupt, assert_same_records, interrupting
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -343,6 +343,66 @@ def test_only_selects_groups_in_file_order_and_refuses_a_pattern_that_matches_no
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "'sac_*' matches no group" in err, err
     assert not (tmp_path / "s").exists()
+
+
+def test_sweeps_of_one_directory_at_once_keep_each_others_entries(tmp_path, monkeypatch):
+    """Two ``--only`` processes on one sweep: an entry the other wrote while this one trained
+    stays in sweep.json (it is read, changed and written under a lock, not from a copy held
+    since the start)."""
+    import types
+
+    import pgjax.runner
+
+    path = tmp_path / "s.toml"
+    path.write_text(f'algos = ["ppo", "trpo"]\nenvs = ["jax:cartpole"]\nout = "{tmp_path}"\n')
+    mine, other = (Sweep.from_file(path).select([p]) for p in ("ppo_*", "trpo_*"))
+
+    def fake_run(cfg, log, strict):  # the other process finishes its group meanwhile
+        other.record("trpo_jax-cartpole", {"status": "finished", "failed_runs": {}})
+        return types.SimpleNamespace(failed={}, run_dirs={})
+
+    monkeypatch.setattr(pgjax.runner, "run", fake_run)
+    status = mine.run(log=lambda *a: None)
+    saved = json.loads((tmp_path / "s" / "sweep.json").read_text())["groups"]
+    assert sorted(saved) == sorted(status["groups"]) == ["ppo_jax-cartpole", "trpo_jax-cartpole"]
+    assert saved["ppo_jax-cartpole"]["status"] == "finished"
+
+
+def test_a_group_another_process_trains_is_left_to_it(tmp_path, monkeypatch, capsys):
+    """Two processes running one sweep share it: a group whose run directory another process
+    holds is skipped (not an error that stops the sweep), the rest are trained, and the
+    summary names the group as trained elsewhere."""
+    import types
+
+    from filelock import FileLock
+
+    import pgjax.runner
+    from pgjax import records
+    from pgjax.cli import main
+
+    path = tmp_path / "s.toml"
+    path.write_text(f'algos = ["ppo", "trpo"]\nenvs = ["jax:cartpole"]\nout = "{tmp_path}"\n')
+    trained = []
+
+    def fake_run(cfg, log, strict):  # claims the directory as the real run does
+        lock = records.claim(cfg)
+        trained.append(cfg.name)
+        lock.release()
+        return types.SimpleNamespace(failed={}, run_dirs={})
+
+    monkeypatch.setattr(pgjax.runner, "run", fake_run)
+    (tmp_path / "s" / "ppo_jax-cartpole").mkdir(parents=True)
+    other = FileLock(tmp_path / "s" / "ppo_jax-cartpole" / ".lock", timeout=0)
+    other.acquire()  # the other process
+    try:
+        assert main(["sweep", str(path)]) == 0
+    finally:
+        other.release()
+    assert trained == ["trpo_jax-cartpole"]
+    out = capsys.readouterr().out
+    assert "ppo_jax-cartpole: another pgjax process is training it; left to it" in out
+    assert "1/2 groups finished without failures" in out
+    assert "ppo_jax-cartpole: being trained by another process" in out
 
 
 def _pgjax(*args, env=None):
