@@ -129,7 +129,8 @@ def table(ev: pd.DataFrame, decay_after: int = 500_000, beside: bool = False) ->
             ratio = f["final"].mean() / ts if ts > 0 else ts / f["final"].mean()
         rows.append({
             "task": task, "env": env, "beside": beside,
-            "label": f"{task}-v{env.rsplit('-v', 1)[-1]}" if beside else task, "seeds": len(f), "env_steps": int(f["env_steps"].max()),
+            "label": f"{task}-v{env.rsplit('-v', 1)[-1]}" if beside else task,
+            "seeds": len(f), "env_steps": int(f["env_steps"].max()),
             "final": f["final"].mean(), "final_lo": lo, "final_hi": hi,
             "final_per_seed": " ".join(f"{v:.1f}" for v in f["final"]),
             "best": best, "best_at": best_at, "tianshou": ts, "cleanrl": cr,
@@ -166,12 +167,12 @@ def markdown(t: pd.DataFrame) -> str:
             f"{_num(r.cleanrl, d)} | {r.wall_time_min:.0f} | {r.decayed or 'none'} |")
     hits = t.loc[~t["beside"], "final_over_tianshou"].dropna()
     own = t[~t["beside"]]
+    note = " (rows with a version are beside the table, not counted)" if t["beside"].any() else ""
     lines += ["", f"final ≥ 0.9 × Tianshou on {(hits >= 0.9).sum()} of {len(hits)} tasks, "
                   f"≥ Tianshou on {(hits >= 1.0).sum()}; seeds that ended below both 90% of "
                   f"their best and their own mean after {after} (decline): "
-                  f"{int(own['declining_seeds'].sum())} of {int(own['seeds'].sum())}"
-                  f"{' (rows with a version are beside the table, not counted)' if t['beside'].any() else ''}"
-                  f". Sources: "
+                  f"{int(own['declining_seeds'].sum())} of {int(own['seeds'].sum())}{note}. "
+                  f"Sources: "
                   f"Tianshou {_TIANSHOU}; cleanrl {_CLEANRL}."]
     return "\n".join(lines) + "\n"
 

@@ -256,7 +256,8 @@ class Sweep:
                 if name not in status["groups"]:  # a rebuilt sweep.json
                     done = read_json(self.root / name / "status.json", "status.json")
                     status = self.record(name, {"status": "finished",
-                                                "failed_runs": done.get("failed_runs", {})})
+                                                "failed_runs": done.get("failed_runs", {})},
+                                         status)
                 continue
             log(f"[{i}/{total}] {name}: {cfg.seeds} seeds x {len(cfg.runs()) // cfg.seeds} "
                 f"grid points")
@@ -274,17 +275,17 @@ class Sweep:
                 entry = {"status": "error", "error": f"{type(e).__name__}: {e}"}
                 log(f"[{i}/{total}] {name}: error: {entry['error']}")
             entry["wall_time_s"] = round(time.time() - t, 1)
-            status = self.record(name, entry)
+            status = self.record(name, entry, status)
         return status
 
-    def record(self, name: str, entry: dict) -> dict:
+    def record(self, name: str, entry: dict, status: dict) -> dict:
         """Set group ``name``'s entry of ``sweep.json`` and return the whole status. The file is
-        read, changed and written under a lock, so sweeps of the same directory running at
-        once (``--only``) keep each other's entries."""
+        read, changed and written under a lock, so processes sharing the sweep keep each
+        other's entries; a process that writes no records (not process 0 of a distributed
+        run) adds the entry to its own ``status``."""
         from filelock import FileLock
 
         if not _writer():
-            status = self.status()
             status["groups"][name] = entry
             return status
         with FileLock(self.root / ".sweep.lock"):

@@ -358,7 +358,8 @@ def test_sweeps_of_one_directory_at_once_keep_each_others_entries(tmp_path, monk
     mine, other = (Sweep.from_file(path).select([p]) for p in ("ppo_*", "trpo_*"))
 
     def fake_run(cfg, log, strict):  # the other process finishes its group meanwhile
-        other.record("trpo_jax-cartpole", {"status": "finished", "failed_runs": {}})
+        other.record("trpo_jax-cartpole", {"status": "finished", "failed_runs": {}},
+                     other.status())
         return types.SimpleNamespace(failed={}, run_dirs={})
 
     monkeypatch.setattr(pgjax.runner, "run", fake_run)
