@@ -71,6 +71,24 @@ def verified_steps(directory) -> Verified:
     return Verified(good, unverified, damaged)
 
 
+def _without_empty(tree):
+    """``tree`` with every zero-size array as ``None``: orbax cannot save an empty array (a
+    MuJoCo model without actuator activations has ``data.act`` of size 0), and it holds no
+    data to restore. A tree without empty arrays is unchanged, so its checkpoints keep their
+    format."""
+    import jax
+
+    return jax.tree.map(lambda x: None if getattr(x, "size", 1) == 0 else x, tree)
+
+
+def _with_empty(target, restored):
+    """``restored`` with the empty arrays of ``target`` put back where ``_without_empty``
+    left ``None``."""
+    import jax
+
+    return jax.tree.map(lambda t, r: t if getattr(t, "size", 1) == 0 else r, target, restored)
+
+
 class Checkpoints:
     """The checkpoints of one run directory. Orbax (slow to import) and its manager are set
     up at the first save or restore: a run too short to checkpoint never pays for them."""
@@ -103,7 +121,8 @@ class Checkpoints:
 
         with interrupts_deferred():  # Ctrl-C waits for the step and its checksums
             self.manager.save(step, args=ocp.args.Composite(
-                state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)))
+                state=ocp.args.StandardSave(_without_empty(state)),
+                meta=ocp.args.JsonSave(meta)))
             self.manager.wait_until_finished()
             path = self.directory / DIGESTS
             try:
@@ -120,8 +139,8 @@ class Checkpoints:
         import orbax.checkpoint as ocp
 
         out = self.manager.restore(step, args=ocp.args.Composite(
-            state=ocp.args.StandardRestore(target), meta=ocp.args.JsonRestore()))
-        return out.state, out.meta
+            state=ocp.args.StandardRestore(_without_empty(target)), meta=ocp.args.JsonRestore()))
+        return _with_empty(target, out.state), out.meta
 
     def drop_after(self, step: int) -> None:
         """Remove the steps newer than ``step`` (after a resume from it: they were damaged,

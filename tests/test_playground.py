@@ -60,3 +60,31 @@ def test_cartpole_balance_trains_evaluates_and_renders(tmp_path, capsys):
     assert main(["render", str(tmp_path / "cb"), "--out", str(tmp_path / "cb.gif"),
                  "--max-steps", "20"]) == 0
     assert "21 frames" in capsys.readouterr().out
+
+
+@pytest.mark.slow  # about 60 s: three compiled Playground programs
+def test_a_run_checkpoints_and_resumes_to_the_uninterrupted_records(tmp_path, monkeypatch):
+    """A Playground state holds empty arrays (CartpoleBalance has no actuator activations:
+    ``data.act`` has size 0), which orbax cannot save: the checkpoint leaves them out and
+    puts them back on restore, and a run cut after two chunks resumes to the records of one
+    that was not."""
+    import dataclasses
+
+    from helpers import Interrupt, assert_same_records, interrupting
+
+    from pgjax import TrainConfig, run
+    from pgjax.algos import PPOConfig
+
+    state, _ = make_env("playground:CartpoleBalance", 2).reset(jax.random.PRNGKey(0))
+    assert 0 in [x.size for x in jax.tree.leaves(state)]
+    cfg = TrainConfig(env="playground:CartpoleBalance", num_envs=4, rollout_len=8,
+                      eval_every=1, eval_envs=2, steps=4 * 8 * 4, seeds=2, quiet=True,
+                      checkpoint_every=1, checkpoint_seconds=0, out=str(tmp_path),
+                      ppo=PPOConfig(epochs=1, minibatches=2))
+    full = run(dataclasses.replace(cfg, name="full"))
+    with monkeypatch.context() as m:
+        interrupting(m, after_chunks=2)
+        with pytest.raises(Interrupt):
+            run(dataclasses.replace(cfg, name="cut"))
+    run(dataclasses.replace(cfg, name="cut", resume=True))
+    assert_same_records(full.root, tmp_path / "cut")
