@@ -144,9 +144,9 @@ def table(ev: pd.DataFrame, decay_after: int = 500_000, beside: bool = False) ->
 
 def ordered(t: pd.DataFrame) -> pd.DataFrame:
     """The table's rows in task order, each task's own row before rows beside it."""
-    order = {t: i for i, t in enumerate(TASK_ORDER)}
-    return t.sort_values(["task", "beside"], key=lambda s: s.map(
-        lambda v: order.get(v, 99) if isinstance(v, str) else v), ignore_index=True)
+    rank = t["task"].map({task: i for i, task in enumerate(TASK_ORDER)}).fillna(len(TASK_ORDER))
+    return (t.assign(rank=rank).sort_values(["rank", "beside"], kind="stable")
+            .drop(columns="rank").reset_index(drop=True))
 
 
 def _num(x, digits=0) -> str:
