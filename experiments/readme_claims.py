@@ -1,18 +1,23 @@
-"""The README's quickstart figures, written from the quickstart's committed records.
+"""The README's figures that come from committed records, written from those records.
 
-    pgjax sweep experiments/sweeps/quickstart.toml --set out=experiments/results --plot
-    python experiments/readme_claims.py            # rewrites the README's quickstart block
-    python experiments/readme_claims.py --check    # exit 1 if the README differs from it
+    python experiments/readme_claims.py            # rewrites every block of the README
+    python experiments/readme_claims.py --check    # exit 1 if the README differs from them
 
-Everything between the README's ``<!-- quickstart-claims -->`` markers (the tables and the
-sentences that cite figures) is computed here from ``experiments/results/quickstart``
-through ``pgjax.results`` (the trust-region table, final returns, reference-normalised
-aggregates and probabilities of improvement with fixed bootstrap seeds), so a rerun that
-differs shows up as a diff and no figure is typed by hand.
+Each block lies between ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->`` in README.md and is
+computed here through ``pgjax.results``, so a rerun that differs shows up as a diff and no
+figure is typed by hand:
+
+- ``quickstart-claims``: the quickstart's tables and the sentences that cite figures, from
+  ``experiments/results/quickstart`` (``pgjax sweep experiments/sweeps/quickstart.toml --set
+  out=experiments/results --plot``): the trust-region table, final returns,
+  reference-normalised aggregates and probabilities of improvement with fixed bootstrap seeds;
+- ``mujoco-table``: the Gymnasium MuJoCo-v5 table (``experiments/mujoco_table.py``);
+- ``dmc-table``: the DM Control table (``experiments/dmc_table.py``).
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -20,8 +25,8 @@ import pandas as pd
 
 REPO = Path(__file__).resolve().parent.parent
 RECORDS = REPO / "experiments" / "results" / "quickstart"
+SWEEPS = REPO / "experiments" / "results" / "sweeps"
 README = REPO / "README.md"
-BEGIN, END = "<!-- quickstart-claims:begin -->", "<!-- quickstart-claims:end -->"
 ORDER = ["ppo", "spo", "fixpo", "trpo"]
 NAMES = {"ppo": "PPO", "spo": "SPO", "fixpo": "FixPO", "trpo": "TRPO"}
 REPS = 2000
@@ -110,29 +115,77 @@ def _covers(prob: pd.DataFrame) -> bool:
     return bool(((prob["ci95_lo"] <= 0.5) & (prob["ci95_hi"] >= 0.5)).all())
 
 
-def readme_block(text: str) -> str:
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"README.md has no {BEGIN} ... {END} block")
-    return text.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n")
+def _experiment(name: str):
+    """A sibling script of this one (``experiments/<name>.py``) as a module."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "experiments" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def mujoco_table() -> str:
+    from pgjax import results
+
+    mt = _experiment("mujoco_table")
+    t = mt.table(results.load([SWEEPS / "mujoco_v5"], command="readme_claims.py"))
+    return mt.markdown(mt.ordered(t)).strip("\n")
+
+
+def dmc_table() -> str:
+    from pgjax import results
+
+    dt = _experiment("dmc_table")
+    t, agg, prob = dt.table(results.load([SWEEPS / "playground_dmc"],
+                                         command="readme_claims.py"))
+    return dt.markdown(t, agg, prob).strip("\n")
+
+
+BLOCKS = {"quickstart-claims": render, "mujoco-table": mujoco_table, "dmc-table": dmc_table}
+
+
+def markers(name: str) -> tuple[str, str]:
+    return f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+
+
+def readme_block(text: str, name: str = "quickstart-claims") -> str | None:
+    """The README's block ``name`` (None where the README has none)."""
+    begin, end = markers(name)
+    if begin not in text or end not in text:
+        return None
+    return text.split(begin, 1)[1].split(end, 1)[0].strip("\n")
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--check", action="store_true",
                    help="compare the README with the records instead of writing it")
+    p.add_argument("--block", action="append", choices=list(BLOCKS), dest="blocks",
+                   help="only this block (repeatable; default: every one the README has)")
     a = p.parse_args()
     text = README.read_text()
-    block = render()
+    names = a.blocks or [n for n in BLOCKS if readme_block(text, n) is not None]
+    stale = []
+    for name in names:
+        begin, end = markers(name)
+        if readme_block(text, name) is None:
+            raise SystemExit(f"README.md has no {begin} ... {end} block; add the markers "
+                             f"where the block belongs")
+        block = BLOCKS[name]()
+        if a.check:
+            if readme_block(text, name) != block:
+                stale.append(name)
+            continue
+        head, rest = text.split(begin, 1)
+        text = head + begin + "\n" + block + "\n" + end + rest.split(end, 1)[1]
+        print(block, end="\n\n")
     if a.check:
-        if readme_block(text) != block:
-            print("README.md's quickstart figures differ from experiments/results/quickstart; "
-                  "run python experiments/readme_claims.py", file=sys.stderr)
+        if stale:
+            print(f"README.md's {', '.join(stale)} differ from the records; run python "
+                  f"experiments/readme_claims.py", file=sys.stderr)
             sys.exit(1)
-        print("README.md matches the quickstart records")
+        print(f"README.md matches the records ({', '.join(names)})")
         return
-    head, rest = text.split(BEGIN, 1)
-    README.write_text(head + BEGIN + "\n" + block + "\n" + END + rest.split(END, 1)[1])
-    print(block)
+    README.write_text(text)
 
 
 if __name__ == "__main__":

@@ -83,7 +83,8 @@ for _env, _task, _random, _max in (("gym:HalfCheetah-v5", "halfcheetah", -275.78
                        _D4RL.format(task=_task), 1000)
 
 for _env, _random in (("playground:CartpoleBalance", 355.47), ("playground:CartpoleSwingup", 28.75),
-                      ("playground:PendulumSwingup", 1.27), ("playground:ReacherEasy", 35.38)):
+                      ("playground:PendulumSwingup", 1.27), ("playground:ReacherEasy", 35.38),
+                      ("playground:WalkerWalk", 31.88), ("playground:CheetahRun", 3.29)):
     register_reference(_env, _random, _MEASURE.format(env=_env), 1000.0,
                        "the bound: every DM Control reward is in [0, 1] per step "
                        "(mujoco_playground/_src/reward.py, tolerance), 1000-step episodes", 1000)

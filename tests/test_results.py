@@ -148,16 +148,13 @@ def test_a_sweep_group_names_itself_with_label(tmp_path):
         Sweep.from_dict(spec)
 
 
-def test_readme_quickstart_figures_match_the_committed_records():
-    """The README's quickstart block is what experiments/readme_claims.py computes from the
-    committed quickstart records (a rerun that differs shows up as a diff)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "readme_claims", REPO / "experiments" / "readme_claims.py")
-    claims = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(claims)
-    assert claims.readme_block((REPO / "README.md").read_text()) == claims.render()
+@pytest.mark.parametrize("block", ["quickstart-claims", "mujoco-table"])
+def test_readme_figures_match_the_committed_records(block):
+    """Each README block of figures is what experiments/readme_claims.py computes from the
+    committed records (a rerun that differs shows up as a diff)."""
+    claims = _experiment("readme_claims")
+    text = (REPO / "README.md").read_text()
+    assert claims.readme_block(text, block) == claims.BLOCKS[block]()
 
 
 def test_a_renamed_group_never_merges_with_another_directorys_group(tmp_path):
@@ -251,3 +248,32 @@ def test_mujoco_table_final_best_anchor_ratio_and_decayed_seeds(tmp_path):
     assert "final ≥ 0.9 × Tianshou on 1 of 3 tasks, ≥ Tianshou on 1; seeds that ended below " \
            "both 90% of their best and their own mean after 1.5k (decline): 1 of 6 (rows with " \
            "a version are beside the table, not counted)." in md
+
+
+def test_dmc_table_finals_per_task_and_rule_and_normalised_aggregate(tmp_path):
+    """experiments/dmc_table.py on hand-made records: PPO and SPO on two Playground tasks;
+    each cell is the mean of the seeds' last evaluations, the aggregate row the IQM of
+    (final - random) / (1000 - random) with the tasks' stored random returns."""
+    dmc = _experiment("dmc_table")
+    finals = {("ppo", "CartpoleBalance"): [900.0, 800.0], ("spo", "CartpoleBalance"): [700.0] * 2,
+              ("ppo", "WalkerWalk"): [400.0, 200.0], ("spo", "WalkerWalk"): [300.0] * 2}
+    for (algo, task), f in finals.items():
+        fake_run_dir(tmp_path / f"{algo}_{task}", f, TrainConfig(
+            env=f"playground:{task}", algo=algo).to_dict())
+    t, agg, prob = dmc.table(r.load([tmp_path]))
+    assert list(zip(t["task"], t["rule"])) == [("CartpoleBalance", "ppo"),
+                                               ("CartpoleBalance", "spo"),
+                                               ("WalkerWalk", "ppo"), ("WalkerWalk", "spo")]
+    assert list(t["final"]) == [850.0, 700.0, 300.0, 300.0]
+    assert t.loc[0, "final_per_seed"] == "900.0 800.0"
+    cart, walker = (REFERENCES[f"playground:{x}"].random for x in ("CartpoleBalance",
+                                                                   "WalkerWalk"))
+    scores = [(900 - cart) / (1000 - cart), (800 - cart) / (1000 - cart),
+              (400 - walker) / (1000 - walker), (200 - walker) / (1000 - walker)]
+    iqm = np.mean(sorted(scores)[1:3])  # the middle half of four
+    assert agg.set_index("group").loc["ppo", "iqm"] == pytest.approx(iqm)
+    md = dmc.markdown(t, agg, prob)
+    assert "| task | PPO final [95% CI] | SPO final [95% CI] |" in md
+    assert "| CartpoleBalance | 850 [800, 900] | 700 [700, 700] |" in md
+    assert f"| **IQM of normalised finals** | {iqm:.3f} [" in md
+    assert "P(PPO > SPO) = " in md and "P(SPO > PPO)" not in md

@@ -1,0 +1,118 @@
+"""The DM Control table: PPO, SPO and FixPO at ``--preset playground-dmc`` on six MuJoCo
+Playground tasks, final returns per task and reference-normalised aggregates.
+
+    pgjax sweep experiments/sweeps/playground_dmc.toml
+    pgjax plot experiments/results/sweeps/playground_dmc      # curves per task
+    python experiments/dmc_table.py experiments/results/sweeps/playground_dmc \
+        --out experiments/results/playground_dmc
+
+Per task and rule, from the runs' stochastic evaluations: each seed's final (the mean of its
+evaluations over the last 5% of training, ``pgjax.results.finals``), the mean over seeds with
+a 95% bootstrap CI, and the seeds' finals. Under the table: per rule, the IQM of the
+reference-normalised finals over the tasks (``(final - random) / (1000 - random)``, the random
+policy's return from ``pgjax.references``) with its 95% stratified-bootstrap CI, and the
+probability of improvement of each pair of rules (``pgjax.results.aggregate``).
+
+Writes ``table.csv`` (one row per task and rule) and ``table.md`` (the README's table).
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pgjax import results
+from pgjax.results import bootstrap_ci
+
+RULES = {"ppo": "PPO", "spo": "SPO", "fixpo": "FixPO"}
+TASK_ORDER = ["CartpoleBalance", "CartpoleSwingup", "PendulumSwingup", "ReacherEasy",
+              "WalkerWalk", "CheetahRun"]
+REPS = 2000
+
+
+def task_of(env: str) -> str:
+    """``playground:CheetahRun`` -> ``CheetahRun``."""
+    return env.split(":", 1)[-1]
+
+
+def _rank(task: str) -> int:
+    return TASK_ORDER.index(task) if task in TASK_ORDER else len(TASK_ORDER)
+
+
+def table(ev: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(one row per task and rule, the per-rule aggregate, the probabilities of improvement)
+    from ``results.load``'s frame of the sweep's runs."""
+    source = results.eval_source(ev)
+    final = results.finals(ev, source)
+    rows = []
+    for (env, group), f in final.groupby(["env", "group"]):
+        lo, hi = bootstrap_ci(f["final"])
+        rows.append({"task": task_of(env), "env": env, "rule": group, "seeds": len(f),
+                     "env_steps": int(f["env_steps"].max()), "final": f["final"].mean(),
+                     "final_lo": lo, "final_hi": hi,
+                     "final_per_seed": " ".join(f"{v:.1f}" for v in f["final"]),
+                     "score": f["score"].mean(),
+                     "wall_time_min": ev.loc[(ev["env"] == env) & (ev["group"] == group),
+                                             "wall_time_s"].max() / 60,
+                     "source": source})
+    t = pd.DataFrame(rows)
+    t = t.assign(_t=t["task"].map(_rank), _r=t["rule"].map(
+        {r: i for i, r in enumerate(RULES)}).fillna(len(RULES)))
+    t = t.sort_values(["_t", "task", "_r", "rule"]).drop(columns=["_t", "_r"])
+    agg, prob = results.aggregate(final, REPS, seed=0)
+    return t.reset_index(drop=True), agg, prob
+
+
+def _num(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.1f}"
+
+
+def markdown(t: pd.DataFrame, agg: pd.DataFrame, prob: pd.DataFrame) -> str:
+    rules = [r for r in RULES if r in set(t["rule"])] + sorted(set(t["rule"]) - set(RULES))
+    name = lambda r: RULES.get(r, r)  # noqa: E731
+    seeds = int(t["seeds"].max())
+    lines = ["| task | " + " | ".join(f"{name(r)} final [95% CI]" for r in rules) + " |",
+             "|---|" + "---|" * len(rules)]
+    for task, g in t.groupby("task", sort=False):
+        g = g.set_index("rule")
+        cells = [f"{_num(g.loc[r, 'final'])} [{_num(g.loc[r, 'final_lo'])}, "
+                 f"{_num(g.loc[r, 'final_hi'])}]" if r in g.index else "—" for r in rules]
+        lines.append(f"| {task} | " + " | ".join(cells) + " |")
+    a = agg.set_index("group")
+    cells = [f"{a.loc[r, 'iqm']:.3f} [{a.loc[r, 'iqm_ci95_lo']:.3f}, "
+             f"{a.loc[r, 'iqm_ci95_hi']:.3f}]" if r in a.index and not np.isnan(a.loc[r, "iqm"])
+             else "—" for r in rules]
+    lines.append("| **IQM of normalised finals** | " + " | ".join(cells) + " |")
+    p = prob.set_index("comparison")
+    probs = "; ".join(
+        f"P({name(x)} > {name(y)}) = {p.loc[k, 'probability_of_improvement']:.2f} "
+        f"[{p.loc[k, 'ci95_lo']:.2f}, {p.loc[k, 'ci95_hi']:.2f}]"
+        for i, x in enumerate(rules) for y in rules[i + 1:] if (k := f"{x} > {y}") in p.index)
+    note = a["scores"].dropna().iloc[0] if "scores" in a and len(a["scores"].dropna()) else ""
+    lines += ["", f"{seeds} seeds per cell, {int(t['env_steps'].max()):,} env steps each; "
+                  f"final = each seed's mean stochastic evaluation over the last 5% of "
+                  f"training, mean over seeds [95% bootstrap CI]. Normalised: (final − random "
+                  f"policy) / (1,000 − random policy), pgjax.references ({note}); IQM over "
+                  f"tasks × seeds with a 95% stratified-bootstrap CI. Probability of "
+                  f"improvement (task by task, over seeds): {probs}."]
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("runs", nargs="+", help="the sweep's directory (or run directories)")
+    p.add_argument("--out", default="experiments/results/playground_dmc")
+    a = p.parse_args()
+    t, agg, prob = table(results.load(a.runs, command="dmc_table.py"))
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t.to_csv(out / "table.csv", index=False)
+    md = markdown(t, agg, prob)
+    (out / "table.md").write_text(md)
+    print(md)
+
+
+if __name__ == "__main__":
+    main()
