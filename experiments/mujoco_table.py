@@ -17,7 +17,11 @@ Per task, from the runs' stochastic evaluations (10 episodes each, as Tianshou's
   (``final >= best - 10% of |best|``); the seeds that fall below are listed, each marked
   ``peak`` when its final is still at or above the mean of its own evaluations after
   ``--decay-after`` (the best was a high point of a noisy or rising curve: a maximum over
-  about 17 evaluations of 10 episodes each) or ``decline`` when it ended below that mean.
+  about 17 evaluations of 10 episodes each), ``noise`` when it is below that mean by less
+  than two standard errors of the final, or ``decline`` when it is below by more. The
+  final's standard error comes from its evaluations' episodes: sqrt(sum of s_i^2 / n) / k
+  over its k evaluations, each of n episodes with standard deviation s_i (0 where the
+  records hold no per-episode spread, which leaves only ``peak`` and ``decline``).
 
 ``--beside DIR`` adds rows for runs of other task versions (e.g. ``Ant-v4``, the task as
 Tianshou's v3 ran it in effect), labelled with their version and left out of the counts
@@ -74,33 +78,61 @@ def best_of_mean_curve(ev: pd.DataFrame, source: str) -> tuple[float, int]:
 
 class Decay(NamedTuple):
     """A seed whose final return is more than ``DECAY_TOLERANCE`` of its best below that best
-    (best and mean over its evaluations after the decay threshold)."""
+    (best and mean over its evaluations after the decay threshold; ``se``: the final's
+    standard error from its evaluations' episodes)."""
 
     seed: int
     final: float
     best: float
     mean: float
+    se: float = 0.0
+
+    @property
+    def kind(self) -> str:
+        """``peak`` (at or above its own mean: the best was a high point of a noisy or rising
+        curve), ``noise`` (below its mean by less than two standard errors of the final) or
+        ``decline`` (below by more)."""
+        if self.final >= self.mean:
+            return "peak"
+        return "noise" if self.mean - self.final < 2 * self.se else "decline"
 
     @property
     def declined(self) -> bool:
-        """Ended below its own mean, not merely below a noisy or still-rising best."""
-        return self.final < self.mean
+        return self.kind == "decline"
 
     def text(self, digits: int) -> str:
+        below = f", {(self.mean - self.final) / self.se:.1f} SE below" \
+            if self.se > 0 and self.final < self.mean else ""
         return (f"seed {self.seed}: {_num(self.final, digits)} of best "
-                f"{_num(self.best, digits)} ({'decline' if self.declined else 'peak'}; its "
-                f"mean {_num(self.mean, digits)})")
+                f"{_num(self.best, digits)} ({self.kind}; its mean "
+                f"{_num(self.mean, digits)}{below})")
+
+
+def final_se(g: pd.DataFrame, source: str, window: float = results.FINAL_WINDOW) -> float:
+    """Standard error of one run's final return (the mean of its evaluations over the last
+    ``window`` of training) from the spread of each evaluation's episodes: sqrt(sum s_i^2 /
+    n) / k; 0 where the records hold no spread (``<source>_std``) or episode count."""
+    std, n = f"{source}_std", g["eval_envs"].iloc[0] if "eval_envs" in g else np.nan
+    pts = g[g[source].notna()]
+    tail = pts[pts["env_steps"] >= (1 - window) * pts["env_steps"].max()]
+    if std not in g or pd.isna(n) or tail[std].isna().any():
+        return 0.0
+    return float(np.sqrt((tail[std] ** 2 / float(n)).sum()) / len(tail))
 
 
 def decayed_seeds(ev: pd.DataFrame, final: pd.DataFrame, source: str, after: int) -> list[Decay]:
     """Each seed whose final return is more than ``DECAY_TOLERANCE`` of its best evaluation
     after ``after`` steps below that best."""
     out = []
-    for run, g in ev[ev["env_steps"] >= after].groupby("run"):
+    for run, whole in ev.groupby("run"):
+        g = whole[whole["env_steps"] >= after]
+        if not g[source].notna().any():
+            continue
         best = float(g[source].max())
         f = float(final.loc[final["run"] == run, "final"].iloc[0])
         if f < best - DECAY_TOLERANCE * abs(best):
-            out.append(Decay(int(g["seed"].iloc[0]), f, best, float(g[source].mean())))
+            out.append(Decay(int(g["seed"].iloc[0]), f, best, float(g[source].mean()),
+                             final_se(whole, source)))
     return out
 
 
@@ -157,7 +189,7 @@ def markdown(t: pd.DataFrame) -> str:
     after = f"{t['decay_after'].iloc[0] / 1000:g}k"
     lines = ["| task | pgjax final [95% CI] | pgjax best during training | Tianshou (best) | "
              "final / Tianshou | cleanrl | wall time (min) | seeds below 90% of their best "
-             f"after {after} (their mean over the same evaluations) |",
+             f"after {after} (kind; their mean over the same evaluations) |",
              "|---|---|---:|---:|---:|---:|---:|---|"]
     for r in t.itertuples():
         d = digits(r.task)
@@ -169,10 +201,11 @@ def markdown(t: pd.DataFrame) -> str:
     own = t[~t["beside"]]
     note = " (rows with a version are beside the table, not counted)" if t["beside"].any() else ""
     lines += ["", f"final ≥ 0.9 × Tianshou on {(hits >= 0.9).sum()} of {len(hits)} tasks, "
-                  f"≥ Tianshou on {(hits >= 1.0).sum()}; seeds that ended below both 90% of "
-                  f"their best and their own mean after {after} (decline): "
-                  f"{int(own['declining_seeds'].sum())} of {int(own['seeds'].sum())}{note}. "
-                  f"Sources: "
+                  f"≥ Tianshou on {(hits >= 1.0).sum()}; seeds that ended below 90% of "
+                  f"their best and more than two standard errors below their own mean after "
+                  f"{after} (decline): {int(own['declining_seeds'].sum())} of "
+                  f"{int(own['seeds'].sum())}{note}; SE: the final's standard error from its "
+                  f"evaluations' episodes. Sources: "
                   f"Tianshou {_TIANSHOU}; cleanrl {_CLEANRL}."]
     return "\n".join(lines) + "\n"
 

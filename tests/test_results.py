@@ -236,18 +236,29 @@ def test_mujoco_table_final_best_anchor_ratio_and_decayed_seeds(tmp_path):
     assert t.loc["Reacher", "decayed"] == ""
     md = table.markdown(t.reset_index())
     assert "final ≥ 0.9 × Tianshou on 1 of 3 tasks, ≥ Tianshou on 1; seeds that ended below " \
-           "both 90% of their best and their own mean after 1.5k (decline): 1 of 6." in md
+           "90% of their best and more than two standard errors below their own mean after " \
+           "1.5k (decline): 1 of 6; SE" in md
     # runs of another task version are shown beside the table, labelled, and not counted
     fake_run_dir(tmp_path.parent / "beside" / "hopper_v4", [0], TrainConfig(
         env="gym:Hopper-v4").to_dict(), curve=lambda seed, i: 2609.3)
     side = table.table(r.load([tmp_path.parent / "beside"]), decay_after=1500, beside=True)
     both = table.ordered(pd.concat([t.reset_index(), side], ignore_index=True))
     assert list(both["label"]) == ["Reacher", "Hopper", "Hopper-v4", "Walker2d"]
+    # with the spread of each evaluation's 16 episodes recorded, a fall of 650 below the
+    # seed's mean is noise at a standard deviation of 1,600 (standard error 400: 1.6 SE)
+    # and a decline at 800 (3.2 SE)
+    metrics = tmp_path / "hopper" / "runs" / "seed2" / "metrics.csv"
+    rows = pd.read_csv(metrics)
+    for spread, kind in ((1600.0, "noise; its mean 2,650, 1.6 SE below"),
+                         (800.0, "decline; its mean 2,650, 3.2 SE below")):
+        rows.assign(eval_return_std=np.where(rows["eval_return"].notna(), spread, np.nan)) \
+            .to_csv(metrics, index=False)
+        h = table.table(r.load([tmp_path]), decay_after=1500).set_index("task").loc["Hopper"]
+        assert h["decayed"] == f"seed 2: 2,000 of best 3,300 ({kind})"
+        assert h["declining_seeds"] == (kind.startswith("decline"))
     md = table.markdown(both)
     assert "| Hopper-v4 | 2,609 [2,609, 2,609] |" in md
-    assert "final ≥ 0.9 × Tianshou on 1 of 3 tasks, ≥ Tianshou on 1; seeds that ended below " \
-           "both 90% of their best and their own mean after 1.5k (decline): 1 of 6 (rows with " \
-           "a version are beside the table, not counted)." in md
+    assert "(decline): 1 of 6 (rows with a version are beside the table, not counted); SE" in md
 
 
 def test_dmc_table_finals_per_task_and_rule_and_normalised_aggregate(tmp_path):
