@@ -90,11 +90,13 @@ def markdown(t: pd.DataFrame, agg: pd.DataFrame, prob: pd.DataFrame) -> str:
         f"P({name(x)} > {name(y)}) = {p.loc[k, 'probability_of_improvement']:.2f} "
         f"[{p.loc[k, 'ci95_lo']:.2f}, {p.loc[k, 'ci95_hi']:.2f}]"
         for i, x in enumerate(rules) for y in rules[i + 1:] if (k := f"{x} > {y}") in p.index)
-    note = a["scores"].dropna().iloc[0] if "scores" in a and len(a["scores"].dropna()) else ""
+    scored = a[a["iqm"].notna()] if "iqm" in a else a.iloc[:0]
+    note = scored["scores"].iloc[0] if len(scored) else "no rule has finished runs on every task"
     lines += ["", f"{seeds} seeds per cell, {int(t['env_steps'].max()):,} env steps each; "
                   f"final = each seed's mean stochastic evaluation over the last 5% of "
                   f"training, mean over seeds [95% bootstrap CI]. Normalised: (final − random "
-                  f"policy) / (1,000 − random policy), pgjax.references ({note}); IQM over "
+                  f"policy) / (1,000 − random policy) with pgjax.references' random returns"
+                  f"{'' if note == 'normalised' else ' (' + note + ')'}; IQM over "
                   f"tasks × seeds with a 95% stratified-bootstrap CI. Probability of "
                   f"improvement (task by task, over seeds): {probs}."]
     return "\n".join(lines) + "\n"
