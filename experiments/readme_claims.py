@@ -11,7 +11,8 @@ figure is typed by hand:
   ``experiments/results/quickstart`` (``pgjax sweep experiments/sweeps/quickstart.toml --set
   out=experiments/results --plot``): the trust-region table, final returns,
   reference-normalised aggregates and probabilities of improvement with fixed bootstrap seeds;
-- ``mujoco-table``: the Gymnasium MuJoCo-v5 table (``experiments/mujoco_table.py``);
+- ``mujoco-table``: the Gymnasium MuJoCo-v5 table (``experiments/mujoco_table.py``), with
+  the Ant-v4 runs beside it;
 - ``dmc-table``: the DM Control table (``experiments/dmc_table.py``).
 """
 from __future__ import annotations
@@ -128,7 +129,9 @@ def mujoco_table() -> str:
 
     mt = _experiment("mujoco_table")
     t = mt.table(results.load([SWEEPS / "mujoco_v5"], command="readme_claims.py"))
-    return mt.markdown(mt.ordered(t)).strip("\n")
+    beside = mt.table(results.load([SWEEPS / "mujoco_ant_v4"], command="readme_claims.py"),
+                      beside=True)
+    return mt.markdown(mt.ordered(pd.concat([t, beside], ignore_index=True))).strip("\n")
 
 
 def dmc_table() -> str:
