@@ -152,7 +152,7 @@ def table(ev: pd.DataFrame, decay_after: int = 500_000, beside: bool = False) ->
         f = final[final["env"] == env]
         lo, hi = bootstrap_ci(f["final"])
         best, best_at = best_of_mean_curve(g, source)
-        ts, cr = TIANSHOU.get(task), CLEANRL.get(task)
+        ts, cr = TIANSHOU.get(task), CLEANRL.get(task, np.nan)
         decays = decayed_seeds(g, f, source, decay_after)
         ratio = np.nan
         if ts is not None:
