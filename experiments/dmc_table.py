@@ -46,6 +46,9 @@ def table(ev: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     from ``results.load``'s frame of the sweep's runs."""
     source = results.eval_source(ev)
     final = results.finals(ev, source)
+    if not len(final):
+        raise SystemExit("dmc_table.py: no finished run with evaluations under the paths "
+                         "given; pass the sweep's directory once some of its groups finished")
     rows = []
     for (env, group), f in final.groupby(["env", "group"]):
         lo, hi = bootstrap_ci(f["final"])
@@ -72,7 +75,8 @@ def _num(x: float) -> str:
 def markdown(t: pd.DataFrame, agg: pd.DataFrame, prob: pd.DataFrame) -> str:
     rules = [r for r in RULES if r in set(t["rule"])] + sorted(set(t["rule"]) - set(RULES))
     name = lambda r: RULES.get(r, r)  # noqa: E731
-    seeds = int(t["seeds"].max())
+    lo, hi = int(t["seeds"].min()), int(t["seeds"].max())
+    seeds = f"{lo}" if lo == hi else f"{lo}-{hi}"
     lines = ["| task | " + " | ".join(f"{name(r)} final [95% CI]" for r in rules) + " |",
              "|---|" + "---|" * len(rules)]
     for task, g in t.groupby("task", sort=False):
@@ -92,13 +96,15 @@ def markdown(t: pd.DataFrame, agg: pd.DataFrame, prob: pd.DataFrame) -> str:
         for i, x in enumerate(rules) for y in rules[i + 1:] if (k := f"{x} > {y}") in p.index)
     scored = a[a["iqm"].notna()] if "iqm" in a else a.iloc[:0]
     note = scored["scores"].iloc[0] if len(scored) else "no rule has finished runs on every task"
+    label = results.RETURN_LABELS[t["source"].iloc[0]]
+    extra = "" if note == "normalised" else f" ({note})"
     lines += ["", f"{seeds} seeds per cell, {int(t['env_steps'].max()):,} env steps each; "
-                  f"final = each seed's mean stochastic evaluation over the last 5% of "
-                  f"training, mean over seeds [95% bootstrap CI]. Normalised: (final − random "
-                  f"policy) / (1,000 − random policy) with pgjax.references' random returns"
-                  f"{'' if note == 'normalised' else ' (' + note + ')'}; IQM over "
-                  f"tasks × seeds with a 95% stratified-bootstrap CI. Probability of "
-                  f"improvement (task by task, over seeds): {probs}."]
+                  f"final = each seed's mean evaluation over the last 5% of training "
+                  f"({label}), mean over seeds [95% bootstrap CI]. Normalised: (final − "
+                  f"random policy) / (1,000 − random policy) with pgjax.references' random "
+                  f"returns{extra}; IQM over tasks × seeds with a 95% stratified-bootstrap CI. "
+                  f"Probability of improvement (task by task, over seeds): "
+                  f"{probs or 'no pair of rules to compare'}."]
     return "\n".join(lines) + "\n"
 
 

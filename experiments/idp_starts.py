@@ -43,11 +43,11 @@ def episodes(policy, n: int, seed: int, stochastic: bool, limit: int = 1000):
     alive = np.ones(n, bool)
     length = np.zeros(n, int)
     key = jax.random.PRNGKey(seed)
+    low, high = venv.single_action_space.low, venv.single_action_space.high
     for t in range(limit):
         key, k = jax.random.split(key)
-        a = policy.act(obs, k) if stochastic else policy.mode(obs)
-        a = np.asarray(a[0] if isinstance(a, tuple) else a)
-        obs, _, term, trunc, _ = venv.step(a)
+        a, _ = policy.act(obs, k) if stochastic else policy.mode(obs)  # memoryless policies
+        obs, _, term, trunc, _ = venv.step(np.clip(np.asarray(a), low, high))  # as pgjax steps
         length += alive
         alive &= ~(np.asarray(term) | np.asarray(trunc))
         if not alive.any():
@@ -67,6 +67,9 @@ def seed_rows(root: Path, run: str, n: int, early: int):
     from pgjax import load_policy
 
     policy = load_policy(root, run)
+    if policy.cfg.policy not in ("auto", "gaussian"):
+        raise SystemExit(f"idp_starts.py: {root} trained a {policy.cfg.policy} policy; this "
+                         f"script steps feedforward Gaussian policies only")
     rows = []
     for stochastic in (True, False):
         length, first = episodes(policy, n, 10_000, stochastic)

@@ -19,9 +19,9 @@ Per task, from the runs' stochastic evaluations (10 episodes each, as Tianshou's
   ``--decay-after`` (the best was a high point of a noisy or rising curve: a maximum over
   about 17 evaluations of 10 episodes each), ``noise`` when it is below that mean by less
   than two standard errors of the final, or ``decline`` when it is below by more. The
-  final's standard error comes from its evaluations' episodes: sqrt(sum of s_i^2 / n) / k
-  over its k evaluations, each of n episodes with standard deviation s_i (0 where the
-  records hold no per-episode spread, which leaves only ``peak`` and ``decline``).
+  final's standard error comes from its evaluations' episodes: sqrt(sum of s_i^2 / (n - 1))
+  / k over its k evaluations, each of n episodes with standard deviation s_i (where the
+  records hold no per-episode spread, a seed below its mean at all is a ``decline``).
 
 ``--beside DIR`` adds rows for runs of other task versions (e.g. ``Ant-v4``, the task as
 Tianshou's v3 ran it in effect), labelled with their version and left out of the counts
@@ -85,13 +85,14 @@ class Decay(NamedTuple):
     final: float
     best: float
     mean: float
-    se: float = 0.0
+    se: float = np.nan
 
     @property
     def kind(self) -> str:
         """``peak`` (at or above its own mean: the best was a high point of a noisy or rising
         curve), ``noise`` (below its mean by less than two standard errors of the final) or
-        ``decline`` (below by more)."""
+        ``decline`` (below by more, or below at all where the records give no standard
+        error)."""
         if self.final >= self.mean:
             return "peak"
         return "noise" if self.mean - self.final < 2 * self.se else "decline"
@@ -101,8 +102,10 @@ class Decay(NamedTuple):
         return self.kind == "decline"
 
     def text(self, digits: int) -> str:
-        below = f", {(self.mean - self.final) / self.se:.1f} SE below" \
-            if self.se > 0 and self.final < self.mean else ""
+        below = ""
+        if self.final < self.mean:
+            below = (", no episode spread recorded" if np.isnan(self.se) else
+                     f", {(self.mean - self.final) / self.se:.2f} SE below")
         return (f"seed {self.seed}: {_num(self.final, digits)} of best "
                 f"{_num(self.best, digits)} ({self.kind}; its mean "
                 f"{_num(self.mean, digits)}{below})")
@@ -110,14 +113,16 @@ class Decay(NamedTuple):
 
 def final_se(g: pd.DataFrame, source: str, window: float = results.FINAL_WINDOW) -> float:
     """Standard error of one run's final return (the mean of its evaluations over the last
-    ``window`` of training) from the spread of each evaluation's episodes: sqrt(sum s_i^2 /
-    n) / k; 0 where the records hold no spread (``<source>_std``) or episode count."""
+    ``window`` of training) from the spread of each evaluation's n episodes:
+    sqrt(sum s_i^2 / (n - 1)) / k over its k evaluations, s_i the episodes' standard
+    deviation as recorded (``<source>_std``, over the n episodes, not corrected); NaN where
+    the records hold no spread or episode count."""
     std, n = f"{source}_std", g["eval_envs"].iloc[0] if "eval_envs" in g else np.nan
     pts = g[g[source].notna()]
     tail = pts[pts["env_steps"] >= (1 - window) * pts["env_steps"].max()]
-    if std not in g or pd.isna(n) or tail[std].isna().any():
-        return 0.0
-    return float(np.sqrt((tail[std] ** 2 / float(n)).sum()) / len(tail))
+    if std not in g or pd.isna(n) or n < 2 or tail[std].isna().any():
+        return np.nan
+    return float(np.sqrt((tail[std] ** 2 / (float(n) - 1)).sum()) / len(tail))
 
 
 def decayed_seeds(ev: pd.DataFrame, final: pd.DataFrame, source: str, after: int) -> list[Decay]:
@@ -200,12 +205,14 @@ def markdown(t: pd.DataFrame) -> str:
     hits = t.loc[~t["beside"], "final_over_tianshou"].dropna()
     own = t[~t["beside"]]
     note = " (rows with a version are beside the table, not counted)" if t["beside"].any() else ""
+    nose = (" (a seed whose records hold no episode spread counts as a decline when below "
+            "its mean at all)" if t["decayed"].str.contains("no episode spread").any() else "")
     lines += ["", f"final ≥ 0.9 × Tianshou on {(hits >= 0.9).sum()} of {len(hits)} tasks, "
                   f"≥ Tianshou on {(hits >= 1.0).sum()}; seeds that ended below 90% of "
                   f"their best and more than two standard errors below their own mean after "
                   f"{after} (decline): {int(own['declining_seeds'].sum())} of "
                   f"{int(own['seeds'].sum())}{note}; SE: the final's standard error from its "
-                  f"evaluations' episodes. Sources: "
+                  f"evaluations' episodes{nose}. Sources: "
                   f"Tianshou {_TIANSHOU}; cleanrl {_CLEANRL}."]
     return "\n".join(lines) + "\n"
 

@@ -155,6 +155,9 @@ def readme_block(text: str, name: str = "quickstart-claims") -> str | None:
     begin, end = markers(name)
     if begin not in text or end not in text:
         return None
+    if text.index(end) < text.index(begin):
+        raise SystemExit(f"README.md's {end} comes before its {begin}; put the block between "
+                         f"them")
     return text.split(begin, 1)[1].split(end, 1)[0].strip("\n")
 
 
