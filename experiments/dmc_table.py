@@ -68,13 +68,17 @@ def table(ev: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     return t.reset_index(drop=True), agg, prob
 
 
+def name(rule: str) -> str:
+    """``ppo`` -> ``PPO``; a rule without a display name keeps its own."""
+    return RULES.get(rule, rule)
+
+
 def _num(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.1f}"
 
 
 def markdown(t: pd.DataFrame, agg: pd.DataFrame, prob: pd.DataFrame) -> str:
     rules = [r for r in RULES if r in set(t["rule"])] + sorted(set(t["rule"]) - set(RULES))
-    name = lambda r: RULES.get(r, r)  # noqa: E731
     lo, hi = int(t["seeds"].min()), int(t["seeds"].max())
     seeds = f"{lo}" if lo == hi else f"{lo}-{hi}"
     lines = ["| task | " + " | ".join(f"{name(r)} final [95% CI]" for r in rules) + " |",

@@ -83,8 +83,7 @@ def seed_rows(root: Path, run: str, n: int, early: int):
                      "start_max_z_fell": float(np.median(z[fell])) if fell.any() else np.nan,
                      "start_max_z_survived": float(np.median(z[~fell])),
                      "starts_beyond_clip": float((z > 10).mean())})
-    _, first = episodes(policy, n, 20_000, True, limit=1)
-    stats = policy.obs_stats
+    stats = policy.obs_stats  # ``first``: the n starts both policies ran from
     std = pd.DataFrame({"run": run, "coordinate": np.arange(first.shape[1]),
                         "stats_std": np.sqrt(np.asarray(stats.var)),
                         "reset_std": first.std(0), "stats_mean": np.asarray(stats.mean),
