@@ -148,7 +148,7 @@ def test_a_sweep_group_names_itself_with_label(tmp_path):
         Sweep.from_dict(spec)
 
 
-@pytest.mark.parametrize("block", ["quickstart-claims", "mujoco-table"])
+@pytest.mark.parametrize("block", ["quickstart-claims", "mujoco-table", "dmc-table"])
 def test_readme_figures_match_the_committed_records(block):
     """Each README block of figures is what experiments/readme_claims.py computes from the
     committed records (a rerun that differs shows up as a diff)."""
