@@ -47,13 +47,18 @@ def _parse_option(cls, item: str):
                           f"{type(default).__name__}") from None
 
 
-def _typed(key: str, value, default, where: str):
+def _typed(key: str, value, default, where: str, optional: bool = False):
     """``value`` for option ``key`` checked against the type of its default (from a sweep
     file or Python: tyro checks the command line): integral floats become ints (TOML's
-    1e6), ints become floats, lists tuples; anything else of the wrong type is an error."""
+    1e6), ints become floats, lists tuples; anything else of the wrong type is an error. An
+    ``optional`` option (one whose own default is None) takes the string ``"none"`` for None,
+    as TOML has no null: a sweep file can unset what a preset set."""
     def bad(kind):
+        unset = ', or "none" to unset it' if optional else ""
         return ConfigError(f"option '{key}' in {where} must be {kind}, got {value!r}; write "
-                           f"it as {kind} (e.g. {key} = {EXAMPLES[kind]})")
+                           f"it as {kind} (e.g. {key} = {EXAMPLES[kind]}){unset}")
+    if optional and (value is None or isinstance(value, str) and value.lower() == "none"):
+        return None
     if isinstance(value, list):
         value = tuple(value)
     if default is None:
@@ -177,13 +182,15 @@ def with_options(cfg, options: dict, where: str, skip=lambda head: False,
                 raise ConfigError(f"unknown option '{key}' in {where}; use <config>.<field> with "
                                   f"a field of that config (see pgjax train --help)")
             if not skip(head):
+                own = {f.name: f.default for f in dataclasses.fields(subs[head])}[tail]
                 nested.setdefault(head, {})[tail] = _typed(
-                    key, value, getattr(getattr(cfg, head), tail), where)
+                    key, value, getattr(getattr(cfg, head), tail), where, optional=own is None)
         elif key not in fields or key in subs:
             raise ConfigError(f"unknown option '{key}' in {where}; use a `pgjax train` "
                               f"option (see pgjax train --help)")
         else:
-            plain[key] = _typed(key, value, getattr(type(cfg), key, None), where)
+            own = getattr(type(cfg), key, None)
+            plain[key] = _typed(key, value, own, where, optional=own is None)
     cfg = dataclasses.replace(cfg, **plain)
     for head, values in nested.items():
         cfg = dataclasses.replace(cfg, **{head: dataclasses.replace(getattr(cfg, head),

@@ -11,6 +11,7 @@ Example (``experiments/sweeps/quick.toml`` is a runnable one)::
     [config]                       # any `pgjax train` option, for every group
     steps = 500000
     "ppo.epochs" = 10              # an update rule's option (applies to that rule's groups)
+    "net.std_max" = "none"         # unsets an option a preset set (TOML has no null)
 
     [env_config."gym:Hopper-v5"]   # options for one environment only
     num_envs = 1
