@@ -162,6 +162,12 @@ def sub_configs(cls) -> dict[str, type]:
             for f in dataclasses.fields(cls) if dataclasses.is_dataclass(f.default)}
 
 
+def _unset_by_default(cls, name: str) -> bool:
+    """Whether field ``name`` of dataclass ``cls`` defaults to None (an option a sweep file
+    may set back to None with "none")."""
+    return next(f.default for f in dataclasses.fields(cls) if f.name == name) is None
+
+
 def with_options(cfg, options: dict, where: str, skip=lambda head: False,
                  renamed: dict | None = None):
     """``cfg`` (a dataclass of options and sub-configs) with fields set from ``{name:
@@ -182,15 +188,15 @@ def with_options(cfg, options: dict, where: str, skip=lambda head: False,
                 raise ConfigError(f"unknown option '{key}' in {where}; use <config>.<field> with "
                                   f"a field of that config (see pgjax train --help)")
             if not skip(head):
-                own = {f.name: f.default for f in dataclasses.fields(subs[head])}[tail]
                 nested.setdefault(head, {})[tail] = _typed(
-                    key, value, getattr(getattr(cfg, head), tail), where, optional=own is None)
+                    key, value, getattr(getattr(cfg, head), tail), where,
+                    optional=_unset_by_default(subs[head], tail))
         elif key not in fields or key in subs:
             raise ConfigError(f"unknown option '{key}' in {where}; use a `pgjax train` "
                               f"option (see pgjax train --help)")
         else:
-            own = getattr(type(cfg), key, None)
-            plain[key] = _typed(key, value, own, where, optional=own is None)
+            plain[key] = _typed(key, value, getattr(type(cfg), key, None), where,
+                                optional=_unset_by_default(type(cfg), key))
     cfg = dataclasses.replace(cfg, **plain)
     for head, values in nested.items():
         cfg = dataclasses.replace(cfg, **{head: dataclasses.replace(getattr(cfg, head),

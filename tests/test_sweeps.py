@@ -634,7 +634,8 @@ eval_envs = 1
     assert saved.keys() == status.keys()
 
 
-SWEEP_FILES = sorted((Path(__file__).resolve().parent.parent / "experiments" / "sweeps").glob("*.toml"))
+REPO = Path(__file__).resolve().parent.parent
+SWEEP_FILES = sorted((REPO / "experiments" / "sweeps").glob("*.toml"))
 
 
 @pytest.mark.parametrize("path", SWEEP_FILES, ids=[p.stem for p in SWEEP_FILES])
@@ -645,19 +646,19 @@ def test_every_committed_sweep_file_builds_and_resumes_its_records(path, monkeyp
     someone reruns the experiment."""
     from pgjax.runner import check_resumable
 
-    monkeypatch.chdir(path.parent.parent.parent)
+    monkeypatch.chdir(REPO)  # the files' out = "experiments/results/sweeps" is relative
     sweep = Sweep.from_file(path)
     assert sweep.groups
-    for name, cfg in sweep.groups.items():
+    for cfg in sweep.groups.values():
         root = Path(cfg.out) / cfg.name
         if (root / "config.json").exists():
             check_resumable(cfg, root)
 
 
-def test_a_sweep_file_unsets_what_a_preset_set_with_none():
+def test_a_sweep_file_unsets_what_a_preset_set_with_none(tmp_path):
     """TOML has no null: "none" sets an option whose own default is None back to None
     (happo-paper sets net.std_max); on an option that cannot be None it stays an error."""
-    spec = {"name": "s", "out": "/tmp", "algos": ["happo"], "envs": ["mabrax:halfcheetah_2x3"],
+    spec = {"name": "s", "out": str(tmp_path), "algos": ["happo"], "envs": ["mabrax:halfcheetah_2x3"],
             "preset": "happo-paper", "config": {"net.std_max": "none", "steps": 4096}}
     (cfg,) = Sweep.from_dict(spec).groups.values()
     assert cfg.net.std_max is None
