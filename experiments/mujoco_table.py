@@ -27,6 +27,12 @@ Per task, from the runs' stochastic evaluations (10 episodes each, as Tianshou's
 Tianshou's v3 ran it in effect), labelled with their version and left out of the counts
 under the table.
 
+``--against DIR`` compares the runs task by task with another configuration's runs of the
+same tasks (e.g. the table's own, for a candidate change to the preset): the difference of
+the mean finals with its 95% bootstrap CI (seeds resampled within each configuration) and
+the probability of improvement P(these > those) with its CI (rliable), in
+``against.csv`` and ``against.md``.
+
 Writes ``table.csv``, ``table.md`` (the README's table) and ``curves.png`` (the seed-mean
 curve with its bootstrap band per task, the Tianshou figure as a line).
 """
@@ -179,9 +185,53 @@ def table(ev: pd.DataFrame, decay_after: int = 500_000, beside: bool = False) ->
     return pd.DataFrame(rows)
 
 
+def against(ev: pd.DataFrame, other: pd.DataFrame, reps: int = 2000,
+            seed: int = 0) -> pd.DataFrame:
+    """Per task both frames have: these runs' and the other's mean final, the difference with
+    its 95% bootstrap CI (each side's seeds resampled on their own) and P(these > those)
+    with its CI."""
+    from rliable import library as rly
+    from rliable import metrics as m
+
+    mine, theirs = results.finals(ev), results.finals(other)
+    rows = []
+    for env in sorted(set(mine["env"]) & set(theirs["env"]), key=lambda e: _rank(task_of(e))):
+        a = mine.loc[mine["env"] == env, "final"].to_numpy(float)
+        b = theirs.loc[theirs["env"] == env, "final"].to_numpy(float)
+        rng = np.random.default_rng(seed)
+        diffs = (a[rng.integers(0, len(a), (reps, len(a)))].mean(1)
+                 - b[rng.integers(0, len(b), (reps, len(b)))].mean(1))
+        np.random.seed(seed)
+        p, p_ci = rly.get_interval_estimates({"p": (a[:, None], b[:, None])},
+                                             m.probability_of_improvement, reps=reps)
+        rows.append({"task": task_of(env), "env": env, "seeds": len(a), "other_seeds": len(b),
+                     "final": a.mean(), "other_final": b.mean(), "difference": a.mean() - b.mean(),
+                     "difference_lo": np.percentile(diffs, 2.5),
+                     "difference_hi": np.percentile(diffs, 97.5),
+                     "p_improvement": float(p["p"]), "p_lo": float(np.ravel(p_ci["p"])[0]),
+                     "p_hi": float(np.ravel(p_ci["p"])[1])})
+    return pd.DataFrame(rows)
+
+
+def against_markdown(c: pd.DataFrame) -> str:
+    lines = ["| task | these: final | the other: final | difference [95% CI] | "
+             "P(these > the other) [95% CI] |", "|---|---:|---:|---|---|"]
+    for r in c.itertuples():
+        d = digits(r.task)
+        lines.append(f"| {r.task} | {_num(r.final, d)} | {_num(r.other_final, d)} | "
+                     f"{_num(r.difference, d)} [{_num(r.difference_lo, d)}, "
+                     f"{_num(r.difference_hi, d)}] | {r.p_improvement:.2f} "
+                     f"[{r.p_lo:.2f}, {r.p_hi:.2f}] |")
+    return "\n".join(lines) + "\n"
+
+
+def _rank(task: str) -> int:
+    return TASK_ORDER.index(task) if task in TASK_ORDER else len(TASK_ORDER)
+
+
 def ordered(t: pd.DataFrame) -> pd.DataFrame:
     """The table's rows in task order, each task's own row before rows beside it."""
-    rank = t["task"].map({task: i for i, task in enumerate(TASK_ORDER)}).fillna(len(TASK_ORDER))
+    rank = t["task"].map(_rank)
     return (t.assign(rank=rank).sort_values(["rank", "beside"], kind="stable")
             .drop(columns="rank").reset_index(drop=True))
 
@@ -255,6 +305,9 @@ def main():
     p.add_argument("--decay-after", type=int, default=500_000)
     p.add_argument("--beside", nargs="+", default=[], metavar="DIR",
                    help="runs of other task versions shown beside the table, not counted")
+    p.add_argument("--against", nargs="+", default=[], metavar="DIR",
+                   help="another configuration's runs of the same tasks: per task, the "
+                        "difference of the finals and P(these > those), in against.{csv,md}")
     a = p.parse_args()
     ev = results.load(a.runs, command="mujoco_table.py")
     t = table(ev, a.decay_after)
@@ -269,6 +322,11 @@ def main():
     (out / "table.md").write_text(markdown(t))
     plot(ev, t, out / "curves.png")
     print(markdown(t))
+    if a.against:
+        c = against(ev, results.load(a.against, command="mujoco_table.py"))
+        c.to_csv(out / "against.csv", index=False)
+        (out / "against.md").write_text(against_markdown(c))
+        print(against_markdown(c))
 
 
 if __name__ == "__main__":
