@@ -10,7 +10,6 @@ Both are compiled first and timed on steady-state chunks; the ratio is (2) / (1)
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import platform
 import time

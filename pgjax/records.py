@@ -32,7 +32,6 @@ its checkpoint), ``RunRecords.finish`` (unfinished -> finished).
 from __future__ import annotations
 
 import csv
-import json
 import shutil
 import time
 from dataclasses import dataclass

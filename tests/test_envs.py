@@ -23,7 +23,6 @@ def test_brax_truncation_autoreset_keeps_final_obs(pendulum):
     state, obs = pendulum.reset(jax.random.PRNGKey(0))
     step = jax.jit(pendulum.step)
     zero = jnp.zeros((4, 1))
-    prev = obs
     for t in range(1, 8):
         state, ts = step(state, zero)
         if t < 7:

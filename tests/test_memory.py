@@ -191,8 +191,6 @@ def test_memory_policies_on_the_gymnasium_host_path(policy):
 
 @pytest.mark.slow
 def test_recurrent_policy_with_continuous_actions_trains():
-    import jax
-
     cfg = TrainConfig(env="brax:inverted_pendulum", policy="recurrent",
                       recurrent=RecurrentConfig(carry_size=8, bptt_len=4), num_envs=4,
                       rollout_len=8, steps=64, eval_every=2,

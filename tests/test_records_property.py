@@ -28,7 +28,6 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 import pgjax.runner
-from helpers import Interrupt
 from pgjax.cli import main
 from pgjax.rundir import inspect, read_rows
 

@@ -9,7 +9,7 @@ import pytest
 from jax.flatten_util import ravel_pytree
 
 from pgjax import TrainConfig, Trainer
-from pgjax.algos import FixPOConfig, SPOConfig, TRPOConfig
+from pgjax.algos import FixPOConfig, TRPOConfig
 from pgjax.algos.common import Batch
 from pgjax.algos.spo import spo_surrogate
 from pgjax.algos.trpo import (conjugate_gradient, fisher_vector_product, make_trpo,
