@@ -1,9 +1,12 @@
 """The Gymnasium MuJoCo-v5 table: PPO at one configuration (``--preset mujoco``) on nine
 tasks against the published 1M-step figures.
 
-    pgjax sweep experiments/sweeps/mujoco_v5.toml
+    pgjax sweep experiments/sweeps/mujoco_v5.toml              # seeds 0-4
+    pgjax sweep experiments/sweeps/mujoco_v5_seeds_5_9.toml    # seeds 5-9
     python experiments/mujoco_table.py experiments/results/sweeps/mujoco_v5 \
-        --out experiments/results/mujoco_v5
+        experiments/results/sweeps/mujoco_v5_seeds_5_9 --out experiments/results/mujoco_v5
+
+Runs are grouped by env, so several sweeps' directories of the same configuration pool.
 
 Per task, from the runs' stochastic evaluations (10 episodes each, as Tianshou's):
 
@@ -12,9 +15,10 @@ Per task, from the runs' stochastic evaluations (10 episodes each, as Tianshou's
 - ``best``: Tianshou's metric, the highest point of the seed-mean evaluation curve over
   training;
 - the anchors with their sources, ``final / Tianshou``, and the wall time of the task's
-  program (all seeds vmapped in one);
+  longest program (each program runs its seeds vmapped; the table's are 5 seeds each);
 - decay: each seed's final against its best evaluation after ``--decay-after`` steps
-  (``final >= best - 10% of |best|``); the seeds that fall below are listed, each marked
+  (``final >= best - 10% of |best|``); the seeds that fall below are counted (the CSV's
+  ``decayed`` lists each; the markdown lists each decline), each marked
   ``peak`` when its final is still at or above the mean of its own evaluations after
   ``--decay-after`` (the best was a high point of a noisy or rising curve: a maximum over
   about 17 evaluations of 10 episodes each), ``noise`` when it is below that mean by less
@@ -180,6 +184,9 @@ def table(ev: pd.DataFrame, decay_after: int = 500_000, beside: bool = False) ->
             "final_over_tianshou": ratio,
             "wall_time_min": g["wall_time_s"].max() / 60,
             "decayed": "; ".join(d.text(digits(task)) for d in decays),
+            "peak_seeds": sum(d.kind == "peak" for d in decays),
+            "noise_seeds": sum(d.kind == "noise" for d in decays),
+            "declined": "; ".join(d.text(digits(task)) for d in decays if d.declined),
             "declining_seeds": sum(d.declined for d in decays), "decay_after": decay_after,
             "source": source})
     return pd.DataFrame(rows)
@@ -240,18 +247,30 @@ def _num(x, digits=0) -> str:
     return "—" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:,.{digits}f}"
 
 
+def flagged(r) -> str:
+    """The last column's cell: how many seeds the decay test flags, by kind, and each decline
+    in full (every flagged seed in full is the CSV's ``decayed``)."""
+    n = r.peak_seeds + r.noise_seeds + r.declining_seeds
+    if not n:
+        return "none"
+    kinds = ", ".join(f"{k} {name}" for k, name in ((r.peak_seeds, "peak"),
+                                                  (r.noise_seeds, "noise")) if k)
+    cell = f"{n} of {r.seeds}" + (f" ({kinds})" if kinds else "")
+    return cell + (f"; {r.declined}" if r.declining_seeds else "")
+
+
 def markdown(t: pd.DataFrame) -> str:
     after = f"{t['decay_after'].iloc[0] / 1000:g}k"
     lines = ["| task | pgjax final [95% CI] | pgjax best during training | Tianshou (best) | "
              "final / Tianshou | cleanrl | wall time (min) | seeds below 90% of their best "
-             f"after {after} (kind; their mean over the same evaluations) |",
+             f"after {after} (kinds; each decline with its mean over the same evaluations) |",
              "|---|---|---:|---:|---:|---:|---:|---|"]
     for r in t.itertuples():
         d = digits(r.task)
         lines.append(
             f"| {r.label} | {_num(r.final, d)} [{_num(r.final_lo, d)}, {_num(r.final_hi, d)}] | "
             f"{_num(r.best, d)} | {_num(r.tianshou, d)} | {_num(r.final_over_tianshou, 2)} | "
-            f"{_num(r.cleanrl, d)} | {r.wall_time_min:.0f} | {r.decayed or 'none'} |")
+            f"{_num(r.cleanrl, d)} | {r.wall_time_min:.0f} | {flagged(r)} |")
     hits = t.loc[~t["beside"], "final_over_tianshou"].dropna()
     own = t[~t["beside"]]
     note = " (rows with a version are beside the table, not counted)" if t["beside"].any() else ""

@@ -128,7 +128,8 @@ def mujoco_table() -> str:
     from pgjax import results
 
     mt = _experiment("mujoco_table")
-    t = mt.table(results.load([SWEEPS / "mujoco_v5"], command="readme_claims.py"))
+    t = mt.table(results.load([SWEEPS / "mujoco_v5", SWEEPS / "mujoco_v5_seeds_5_9"],
+                              command="readme_claims.py"))
     beside = mt.table(results.load([SWEEPS / "mujoco_ant_v4"], command="readme_claims.py"),
                       beside=True)
     return mt.markdown(mt.ordered(pd.concat([t, beside], ignore_index=True))).strip("\n")

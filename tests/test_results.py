@@ -237,6 +237,10 @@ def test_mujoco_table_final_best_anchor_ratio_and_decayed_seeds(tmp_path):
     assert t.loc["Reacher", "final_over_tianshou"] == pytest.approx(4.1 / 5)
     assert t.loc["Reacher", "decayed"] == ""
     md = table.markdown(t.reset_index())
+    # the last column counts the flagged seeds by kind and spells out each decline
+    assert md.count("| 1 of 3; seed 2: 2,000 of best 3,300 (decline; its mean 2,650, no "
+                    "episode spread recorded) |") == 1
+    assert "| 1 of 1 (1 peak) |" in md and "| none |" in md
     assert "final ≥ 0.9 × Tianshou on 1 of 3 tasks, ≥ Tianshou on 1; seeds that ended below " \
            "90% of their best and more than two standard errors below their own mean after " \
            "1.5k (decline): 1 of 6; SE" in md
