@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from pgjax import results
+from pgjax.plots import save_png
 
 
 def load(sweep: Path) -> pd.DataFrame:
@@ -86,7 +87,7 @@ def plot(df: pd.DataFrame, t: pd.DataFrame, out: Path) -> None:
     fig.suptitle(f"FixPO on {', '.join(sorted(upd['env'].unique()))}: the trust region after "
                  "every update")
     fig.tight_layout()
-    fig.savefig(out / "fixpo_guarantee.png", dpi=120)
+    save_png(fig, out / "fixpo_guarantee.png")
     fig.savefig(out / "fixpo_guarantee.svg")
     plt.close(fig)
 

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from pgjax import TrainConfig, results, run
+from pgjax.plots import save_png
 from pgjax.results import bootstrap_ci
 
 
@@ -80,7 +81,7 @@ def plot(curves: pd.DataFrame, path: Path) -> None:
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_png(fig, path, dpi=110)
     plt.close(fig)
 
 

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from pgjax import results
+from pgjax.plots import save_png
 
 OPTIMUM = {"matrix:climbing": 11.0, "matrix:penalty": 10.0}
 ORDER = ["happo", "hatrpo", "haspo", "hafixpo", "mappo", "ippo"]
@@ -87,8 +88,8 @@ def main():
         ax.set_ylim(-0.02, 1.02)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    for ext in ("png", "svg"):
-        fig.savefig(root / f"matrix_games.{ext}", dpi=120)
+    save_png(fig, root / "matrix_games.png")
+    fig.savefig(root / "matrix_games.svg")
     print(f"wrote {root / 'matrix_games.csv'} and matrix_games.png/svg")
 
 

@@ -50,6 +50,7 @@ import numpy as np
 import pandas as pd
 
 from pgjax import results
+from pgjax.plots import save_png
 from pgjax.results import bootstrap_ci
 
 _TIANSHOU = "thu-ml/tianshou @ f240205: examples/mujoco/README.md:294-304"
@@ -313,7 +314,7 @@ def plot(ev: pd.DataFrame, t: pd.DataFrame, path: Path) -> None:
     axes.flat[0].legend(fontsize=8)
     fig.suptitle(f"PPO, --preset mujoco: {results.RETURN_LABELS[source]}, 95% bootstrap CI")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_png(fig, path, dpi=110)
     plt.close(fig)
 
 

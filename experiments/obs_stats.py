@@ -25,6 +25,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from pgjax import results
+from pgjax.plots import save_png
 from pgjax.results import bootstrap_ci
 
 DRIFT = ["kl_mean", "kl_stats_mean", "kl_stats_max", "obs_std_drift", "obs_mean_drift",
@@ -150,7 +151,7 @@ def figure(df: pd.DataFrame, path: Path) -> None:
         ax.set_xlabel("env steps", fontsize=8)
     for row in axes:
         row[0].set_ylabel("eval return", fontsize=8)
-    fig.savefig(path, dpi=100)
+    save_png(fig, path, dpi=100)
 
 
 def main():

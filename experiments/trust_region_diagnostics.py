@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from pgjax import TrainConfig, results, run
+from pgjax.plots import save_png
 
 
 def diagnostics(rows: pd.DataFrame) -> dict:
@@ -80,7 +81,7 @@ def main():
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(out / f"ratio_deviation_{a.env.replace(':', '-')}.png", dpi=120)
+    save_png(fig, out / f"ratio_deviation_{a.env.replace(':', '-')}.png")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """A finished run directory's own summary: ``curve.png`` (mean over seeds with a 95%
 percentile-bootstrap band) and ``summary.csv`` (final return per group), read through
-``pgjax.results``; and the legend every pgjax figure puts under its axes."""
+``pgjax.results``; and what every pgjax figure shares: the legend under its axes and
+compact PNG files."""
 from __future__ import annotations
 
 import json
@@ -22,6 +23,29 @@ def curve_table(points: pd.DataFrame, x: str = "env_steps") -> pd.DataFrame:
         rows.append({"group": group, x: g[x].mean(), "mean": g["value"].mean(), "lo": lo,
                      "hi": hi, "n": len(g)})
     return pd.DataFrame(rows, columns=["group", x, "mean", "lo", "hi", "n"])
+
+
+PNG_COLORS = 256
+
+
+def compact_png(path) -> None:
+    """Rewrite the PNG at ``path`` with an adaptive palette of ``PNG_COLORS`` colours
+    (median cut, no dithering) over a white background: a line plot's pixels take far fewer
+    colours than that, so the figure looks the same at about a third of the bytes."""
+    from PIL import Image
+
+    with Image.open(path) as im:
+        rgba = im.convert("RGBA")
+    flat = Image.new("RGBA", rgba.size, "white")
+    flat.alpha_composite(rgba)
+    flat.convert("RGB").quantize(colors=PNG_COLORS, method=Image.Quantize.MEDIANCUT,
+                                 dither=Image.Dither.NONE).save(path, optimize=True)
+
+
+def save_png(fig, path, dpi: int = 120) -> None:
+    """``fig`` as a compact PNG at ``path`` (``compact_png``)."""
+    fig.savefig(path, dpi=dpi)
+    compact_png(path)
 
 
 def legend_below(fig, ax, width: int = 120) -> None:
@@ -82,7 +106,7 @@ def plot_curves(df: pd.DataFrame, path, title: str = "", x: str = "env_steps") -
         ax.set_title(title)
     ax.grid(alpha=0.3)
     legend_below(fig, ax, width=90)
-    fig.savefig(path, dpi=120)
+    save_png(fig, path)
 
 
 def summarize(root, df: pd.DataFrame | None = None) -> pd.DataFrame:

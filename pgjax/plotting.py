@@ -34,7 +34,7 @@ import pandas as pd
 
 from pgjax import results
 from pgjax.errors import ConfigError
-from pgjax.plots import legend_below
+from pgjax.plots import legend_below, save_png
 from pgjax.results import (EVAL_SOURCES, RETURN_LABELS, curve_source, eval_source,
                            return_points)
 
@@ -136,7 +136,7 @@ def _save(fig, out: Path, stem: str, vector: bool = True) -> list[Path]:
     """``stem``.png, and ``stem``.svg unless ``vector`` is off (a figure of thousands of
     points per line, whose svg would only wrap a raster of it)."""
     paths = [out / f"{stem}.png"] + ([out / f"{stem}.svg"] if vector else [])
-    fig.savefig(paths[0], dpi=120)
+    save_png(fig, paths[0])
     if vector:
         fig.savefig(paths[1])
     return paths

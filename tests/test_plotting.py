@@ -281,3 +281,35 @@ def test_trust_region_figure_adds_the_per_agent_kl_of_multi_agent_groups(tmp_pat
     (panels,) = {tuple(map(tuple, v)) for k, v in drawn.items() if k.endswith(".png")}
     assert len(panels) == 3
     assert sorted(panels[0]) == ["happo", "ppo"] and list(panels[2]) == ["happo"]
+
+
+def test_figures_are_written_as_compact_pngs_that_look_the_same(tmp_path):
+    """save_png: a line plot with a translucent band, written at full colour and compacted,
+    differs from the full-colour file by at most a few levels per channel on average and
+    nowhere by a visible amount, in a palette file a fraction of the size."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    from pgjax.plots import save_png
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    x = np.linspace(0, 1e6, 200)
+    for k, c in enumerate(("C0", "C1", "C2")):
+        y = np.sin(x / 1e5 + k) * 1000 + k * 500
+        ax.plot(x, y, color=c, label=f"rule {k}")
+        ax.fill_between(x, y - 300, y + 300, color=c, alpha=0.25)
+    ax.axhline(900, color="red", ls="--")
+    ax.legend()
+    fig.savefig(tmp_path / "full.png", dpi=120)
+    save_png(fig, tmp_path / "compact.png")
+    plt.close(fig)
+    with Image.open(tmp_path / "full.png") as a, Image.open(tmp_path / "compact.png") as b:
+        assert b.mode == "P" and a.size == b.size
+        full = np.asarray(a.convert("RGB"), dtype=float)
+        small = np.asarray(b.convert("RGB"), dtype=float)
+    diff = np.abs(full - small)
+    assert diff.mean() < 1.0 and np.percentile(diff, 99.9) < 24
+    size = (tmp_path / "compact.png").stat().st_size
+    assert size < 0.6 * (tmp_path / "full.png").stat().st_size
