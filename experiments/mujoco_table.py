@@ -54,6 +54,10 @@ from pgjax.plots import save_png
 from pgjax.results import bootstrap_ci
 
 _TIANSHOU = "thu-ml/tianshou @ f240205: examples/mujoco/README.md:294-304"
+_TIANSHOU_RUNS = ("thu-ml/tianshou @ 39acf20: examples/mujoco/benchmark/<task>/ppo/"
+                  "test_rew_10seeds.csv (its per-seed curves, experiments/anchors/)")
+# Tianshou's per-seed evaluation curves behind TIANSHOU (see the file's header)
+ANCHOR = Path(__file__).resolve().parent / "anchors" / "tianshou_ppo_mujoco.csv"
 _CLEANRL = "vwxyzjn/cleanrl @ 2d660b6: docs/rl-algorithms/ppo.md:339-344"
 
 # Tianshou's PPO at 1M steps: the best seed-mean evaluation over training, 10 seeds, the
@@ -74,6 +78,43 @@ TASK_ORDER = ["InvertedPendulum", "InvertedDoublePendulum", "Reacher", "Swimmer"
 def task_of(env: str) -> str:
     """``gym:Hopper-v5`` -> ``Hopper``."""
     return env.split(":", 1)[-1].rsplit("-v", 1)[0]
+
+
+def tianshou_runs(source: str, path: Path = ANCHOR) -> pd.DataFrame:
+    """Tianshou's per-seed evaluation curves (``ANCHOR``) as a frame of the records' shape,
+    one run per task and seed with its returns in the column ``source``, so that
+    ``results.finals`` and this module read them as they read pgjax's runs."""
+    d = pd.read_csv(path, comment="#")
+    name = d["task"] + "-" + d["version"]
+    return pd.DataFrame({
+        "dir": "tianshou", "run": "tianshou/" + name + "/seed" + d["seed"].astype(str),
+        "seed": d["seed"], "env": "tianshou:" + name, "algo": "ppo", "group": "tianshou",
+        "status": "finished", "env_steps": d["env_steps"], "wall_time_s": np.nan,
+        source: d["eval_return"]})
+
+
+def ratio(value: float, anchor: float) -> float:
+    """How far along from ``anchor``: value / anchor; for negative returns (Reacher) the
+    ratio of magnitudes inverted, so that it is 1 at parity and below 1 when worse."""
+    return value / anchor if anchor > 0 else anchor / value
+
+
+def compare(a: np.ndarray, b: np.ndarray, reps: int = 2000, seed: int = 0) -> dict:
+    """Two sets of seeds' finals: the difference of their means with its 95% bootstrap CI
+    (each side's seeds resampled on their own) and P(a > b) with its CI (rliable)."""
+    from rliable import library as rly
+    from rliable import metrics as m
+
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    rng = np.random.default_rng(seed)
+    diffs = (a[rng.integers(0, len(a), (reps, len(a)))].mean(1)
+             - b[rng.integers(0, len(b), (reps, len(b)))].mean(1))
+    np.random.seed(seed)
+    p, p_ci = rly.get_interval_estimates({"p": (a[:, None], b[:, None])},
+                                         m.probability_of_improvement, reps=reps)
+    return {"difference": a.mean() - b.mean(), "difference_lo": np.percentile(diffs, 2.5),
+            "difference_hi": np.percentile(diffs, 97.5), "p_improvement": float(p["p"]),
+            "p_lo": float(np.ravel(p_ci["p"])[0]), "p_hi": float(np.ravel(p_ci["p"])[1])}
 
 
 def best_of_mean_curve(ev: pd.DataFrame, source: str) -> tuple[float, int]:
@@ -162,6 +203,7 @@ def table(ev: pd.DataFrame, decay_after: int = 500_000, beside: bool = False) ->
     shown beside the table's own (labelled with their version, not counted)."""
     source = results.eval_source(ev)
     final = results.finals(ev, source)
+    theirs = results.finals(tianshou_runs(source), source)
     rows = []
     for env, g in ev.groupby("env"):
         task = task_of(env)
@@ -170,11 +212,19 @@ def table(ev: pd.DataFrame, decay_after: int = 500_000, beside: bool = False) ->
         best, best_at = best_of_mean_curve(g, source)
         ts, cr = TIANSHOU.get(task), CLEANRL.get(task, np.nan)
         decays = decayed_seeds(g, f, source, decay_after)
-        ratio = np.nan
-        if ts is not None:
-            # how far along from Tianshou's figure; for negative returns (Reacher) the ratio
-            # of magnitudes is inverted, so it is 1 at parity and below 1 when worse
-            ratio = f["final"].mean() / ts if ts > 0 else ts / f["final"].mean()
+        tf = theirs.loc[theirs["env"].map(task_of) == task, "final"].to_numpy(float)
+        vs = {"tianshou_final": np.nan, "tianshou_final_lo": np.nan,
+              "tianshou_final_hi": np.nan, "tianshou_final_over_best": np.nan,
+              "final_over_tianshou_final": np.nan, "p_over_tianshou": np.nan,
+              "p_over_tianshou_lo": np.nan, "p_over_tianshou_hi": np.nan}
+        if len(tf):
+            c = compare(f["final"], tf)
+            tlo, thi = bootstrap_ci(tf)
+            vs = {"tianshou_final": tf.mean(), "tianshou_final_lo": tlo,
+                  "tianshou_final_hi": thi, "tianshou_final_over_best": ratio(tf.mean(), ts),
+                  "final_over_tianshou_final": ratio(f["final"].mean(), tf.mean()),
+                  "p_over_tianshou": c["p_improvement"], "p_over_tianshou_lo": c["p_lo"],
+                  "p_over_tianshou_hi": c["p_hi"]}
         rows.append({
             "task": task, "env": env, "beside": beside,
             "label": f"{task}-v{env.rsplit('-v', 1)[-1]}" if beside else task,
@@ -182,7 +232,8 @@ def table(ev: pd.DataFrame, decay_after: int = 500_000, beside: bool = False) ->
             "final": f["final"].mean(), "final_lo": lo, "final_hi": hi,
             "final_per_seed": " ".join(f"{v:.1f}" for v in f["final"]),
             "best": best, "best_at": best_at, "tianshou": ts, "cleanrl": cr,
-            "final_over_tianshou": ratio,
+            "final_over_tianshou": np.nan if ts is None else ratio(f["final"].mean(), ts),
+            **vs,
             "wall_time_min": g["wall_time_s"].max() / 60,
             "decayed": "; ".join(d.text(digits(task)) for d in decays),
             "peak_seeds": sum(d.kind == "peak" for d in decays),
@@ -195,29 +246,16 @@ def table(ev: pd.DataFrame, decay_after: int = 500_000, beside: bool = False) ->
 
 def against(ev: pd.DataFrame, other: pd.DataFrame, reps: int = 2000,
             seed: int = 0) -> pd.DataFrame:
-    """Per task both frames have: these runs' and the other's mean final, the difference with
-    its 95% bootstrap CI (each side's seeds resampled on their own) and P(these > those)
-    with its CI."""
-    from rliable import library as rly
-    from rliable import metrics as m
-
+    """Per task both frames have: these runs' and the other's mean final, and ``compare``'s
+    difference and P(these > those), each with its CI."""
     mine, theirs = results.finals(ev), results.finals(other)
     rows = []
     for env in sorted(set(mine["env"]) & set(theirs["env"]), key=lambda e: _rank(task_of(e))):
         a = mine.loc[mine["env"] == env, "final"].to_numpy(float)
         b = theirs.loc[theirs["env"] == env, "final"].to_numpy(float)
-        rng = np.random.default_rng(seed)
-        diffs = (a[rng.integers(0, len(a), (reps, len(a)))].mean(1)
-                 - b[rng.integers(0, len(b), (reps, len(b)))].mean(1))
-        np.random.seed(seed)
-        p, p_ci = rly.get_interval_estimates({"p": (a[:, None], b[:, None])},
-                                             m.probability_of_improvement, reps=reps)
         rows.append({"task": task_of(env), "env": env, "seeds": len(a), "other_seeds": len(b),
-                     "final": a.mean(), "other_final": b.mean(), "difference": a.mean() - b.mean(),
-                     "difference_lo": np.percentile(diffs, 2.5),
-                     "difference_hi": np.percentile(diffs, 97.5),
-                     "p_improvement": float(p["p"]), "p_lo": float(np.ravel(p_ci["p"])[0]),
-                     "p_hi": float(np.ravel(p_ci["p"])[1])})
+                     "final": a.mean(), "other_final": b.mean(),
+                     **compare(a, b, reps, seed)})
     return pd.DataFrame(rows)
 
 
@@ -260,30 +298,46 @@ def flagged(r) -> str:
     return cell + (f"; {r.declined}" if r.declining_seeds else "")
 
 
+def _ci(x, lo, hi, d) -> str:
+    return f"{_num(x, d)} [{_num(lo, d)}, {_num(hi, d)}]"
+
+
 def markdown(t: pd.DataFrame) -> str:
     after = f"{t['decay_after'].iloc[0] / 1000:g}k"
-    lines = ["| task | pgjax final [95% CI] | pgjax best during training | Tianshou (best) | "
-             "final / Tianshou | cleanrl | wall time (min) | seeds below 90% of their best "
-             f"after {after} (kinds; each decline with its mean over the same evaluations) |",
-             "|---|---|---:|---:|---:|---:|---:|---|"]
+    lines = ["| task | pgjax final [95% CI] | pgjax best during training | Tianshou final "
+             "[95% CI] | Tianshou best (its figure) | final / Tianshou final | final / "
+             "Tianshou best | P(pgjax > Tianshou) [95% CI] | cleanrl | wall time (min) | "
+             f"seeds below 90% of their best after {after} (kinds; each decline with its "
+             "mean over the same evaluations) |",
+             "|---|---|---:|---|---:|---:|---:|---|---:|---:|---|"]
     for r in t.itertuples():
         d = digits(r.task)
+        p = ("—" if np.isnan(r.p_over_tianshou) else
+             f"{r.p_over_tianshou:.2f} [{r.p_over_tianshou_lo:.2f}, {r.p_over_tianshou_hi:.2f}]")
         lines.append(
-            f"| {r.label} | {_num(r.final, d)} [{_num(r.final_lo, d)}, {_num(r.final_hi, d)}] | "
-            f"{_num(r.best, d)} | {_num(r.tianshou, d)} | {_num(r.final_over_tianshou, 2)} | "
-            f"{_num(r.cleanrl, d)} | {r.wall_time_min:.0f} | {flagged(r)} |")
-    hits = t.loc[~t["beside"], "final_over_tianshou"].dropna()
+            f"| {r.label} | {_ci(r.final, r.final_lo, r.final_hi, d)} | {_num(r.best, d)} | "
+            f"{_ci(r.tianshou_final, r.tianshou_final_lo, r.tianshou_final_hi, d)} | "
+            f"{_num(r.tianshou, d)} | {_num(r.final_over_tianshou_final, 2)} | "
+            f"{_num(r.final_over_tianshou, 2)} | {p} | {_num(r.cleanrl, d)} | "
+            f"{r.wall_time_min:.0f} | {flagged(r)} |")
     own = t[~t["beside"]]
+    best, fin = own["final_over_tianshou"].dropna(), own["final_over_tianshou_final"].dropna()
+    theirs = own["tianshou_final_over_best"].dropna()
     note = " (rows with a version are beside the table, not counted)" if t["beside"].any() else ""
     nose = (" (a seed whose records hold no episode spread counts as a decline when below "
             "its mean at all)" if t["decayed"].str.contains("no episode spread").any() else "")
-    lines += ["", f"final ≥ 0.9 × Tianshou on {(hits >= 0.9).sum()} of {len(hits)} tasks, "
-                  f"≥ Tianshou on {(hits >= 1.0).sum()}; seeds that ended below 90% of "
-                  f"their best and more than two standard errors below their own mean after "
-                  f"{after} (decline): {int(own['declining_seeds'].sum())} of "
+    lines += ["", f"pgjax's final ≥ 0.9 × Tianshou's final (the mean of its evaluations over "
+                  f"the same last 5% of 1M steps, from its per-seed curves) on "
+                  f"{(fin >= 0.9).sum()} of {len(fin)} tasks, ≥ it on {(fin >= 1.0).sum()}; "
+                  f"≥ 0.9 × Tianshou's figure (its best) on {(best >= 0.9).sum()} of "
+                  f"{len(best)}, ≥ it on {(best >= 1.0).sum()}; Tianshou's own final reaches "
+                  f"0.9 × its figure on {(theirs >= 0.9).sum()} of {len(theirs)}, the figure "
+                  f"on {(theirs >= 1.0).sum()}. Seeds that ended below 90% of their best and "
+                  f"more than two standard errors below their own mean after {after} "
+                  f"(decline): {int(own['declining_seeds'].sum())} of "
                   f"{int(own['seeds'].sum())}{note}; SE: the final's standard error from its "
-                  f"evaluations' episodes{nose}. Sources: "
-                  f"Tianshou {_TIANSHOU}; cleanrl {_CLEANRL}."]
+                  f"evaluations' episodes{nose}. Sources: Tianshou {_TIANSHOU} and "
+                  f"{_TIANSHOU_RUNS}; cleanrl {_CLEANRL}."]
     return "\n".join(lines) + "\n"
 
 
@@ -298,13 +352,25 @@ def plot(ev: pd.DataFrame, t: pd.DataFrame, path: Path) -> None:
     cols = 3
     fig, axes = plt.subplots((n + cols - 1) // cols, cols, figsize=(4.2 * cols, 3.2 * ((n + 2) // 3)),
                              squeeze=False)
-    for ax, r in zip(axes.flat, t.itertuples()):
-        pts = results.return_points(ev[ev["env"] == r.env], source, keys=["run"])
+    theirs = tianshou_runs(source)
+
+    def curve(runs: pd.DataFrame):
+        pts = results.return_points(runs, source, keys=["run"])
         wide = pts.pivot_table(index="point", columns="run", values="value").dropna()
         steps = pts.groupby("point")["env_steps"].max().loc[wide.index]
+        return steps, wide
+
+    for ax, r in zip(axes.flat, t.itertuples()):
+        steps, wide = curve(ev[ev["env"] == r.env])
         band = np.array([bootstrap_ci(row) for row in wide.to_numpy()])
         ax.plot(steps, wide.mean(1), color="C0", label="pgjax (mean of seeds)")
         ax.fill_between(steps, band[:, 0], band[:, 1], color="C0", alpha=0.25, lw=0)
+        own = theirs[theirs["env"].map(task_of) == r.task]
+        if len(own):
+            ts_steps, ts_wide = curve(own)
+            ax.plot(ts_steps, ts_wide.mean(1), color="C3", lw=1,
+                    label=f"Tianshou (mean of its {ts_wide.shape[1]} seeds, "
+                          f"{own['env'].iloc[0].split(':', 1)[-1].rsplit('-', 1)[-1]})")
         if r.tianshou is not None and not np.isnan(r.tianshou):
             ax.axhline(r.tianshou, color="C3", ls="--", lw=1, label="Tianshou 1M (best)")
         ax.set_title(f"{r.env.split(':', 1)[-1]} ({r.seeds} seeds)")

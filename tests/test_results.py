@@ -3,6 +3,7 @@ final return as a mean over the last evaluations, status counts, group labels, a
 loader on committed (compressed) records."""
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -236,14 +237,28 @@ def test_mujoco_table_final_best_anchor_ratio_and_decayed_seeds(tmp_path):
     assert (h["declining_seeds"], t.loc["Walker2d", "declining_seeds"]) == (1, 0)
     assert t.loc["Reacher", "final_over_tianshou"] == pytest.approx(4.1 / 5)
     assert t.loc["Reacher", "decayed"] == ""
+    # against Tianshou's own final: its seeds' mean evaluation over the same last 5% of
+    # 1,013,760 steps (the evaluations at 983,040 and 1,013,760), read here from the anchor
+    # file by hand; P(pgjax > Tianshou) counts the pairs of seeds (ties half)
+    with open(table.ANCHOR) as fh:
+        rows = [r for r in csv.DictReader(line for line in fh if not line.startswith("#"))
+                if r["task"] == "Hopper" and int(r["env_steps"]) in (983_040, 1_013_760)]
+    theirs = [np.mean([float(r["eval_return"]) for r in rows if r["seed"] == str(k)])
+              for k in range(10)]
+    assert len(rows) == 20
+    assert h["tianshou_final"] == pytest.approx(np.mean(theirs))
+    assert h["final_over_tianshou_final"] == pytest.approx(8000 / 3 / np.mean(theirs))
+    pairs = [(x > y) + 0.5 * (x == y) for x in (3000.0, 3000.0, 2000.0) for y in theirs]
+    assert h["p_over_tianshou"] == pytest.approx(np.mean(pairs))
+    assert h["tianshou_final_over_best"] == pytest.approx(np.mean(theirs) / 2609.3)
     md = table.markdown(t.reset_index())
     # the last column counts the flagged seeds by kind and spells out each decline
     assert md.count("| 1 of 3; seed 2: 2,000 of best 3,300 (decline; its mean 2,650, no "
                     "episode spread recorded) |") == 1
     assert "| 1 of 1 (1 peak) |" in md and "| none |" in md
-    assert "final ≥ 0.9 × Tianshou on 1 of 3 tasks, ≥ Tianshou on 1; seeds that ended below " \
-           "90% of their best and more than two standard errors below their own mean after " \
-           "1.5k (decline): 1 of 6; SE" in md
+    assert "≥ 0.9 × Tianshou's figure (its best) on 1 of 3, ≥ it on 1; " in md
+    assert "Seeds that ended below 90% of their best and more than two standard errors below " \
+           "their own mean after 1.5k (decline): 1 of 6; SE" in md
     # runs of another task version are shown beside the table, labelled, and not counted
     fake_run_dir(tmp_path.parent / "beside" / "hopper_v4", [0], TrainConfig(
         env="gym:Hopper-v4").to_dict(), curve=lambda seed, i: 2609.3)
@@ -265,6 +280,21 @@ def test_mujoco_table_final_best_anchor_ratio_and_decayed_seeds(tmp_path):
     md = table.markdown(both)
     assert "| Hopper-v4 | 2,609 [2,609, 2,609] |" in md
     assert "(decline): 1 of 6 (rows with a version are beside the table, not counted); SE" in md
+
+
+def test_tianshou_curves_in_the_anchor_file_give_its_published_figures():
+    """experiments/anchors/tianshou_ppo_mujoco.csv: 10 seeds per task, evaluated every
+    30,720 steps to 1,013,760 (pgjax's own evaluation grid at the table's settings); the
+    highest point of each task's seed-mean curve is the figure Tianshou's README publishes
+    (one decimal)."""
+    table = _experiment("mujoco_table")
+    ev = table.tianshou_runs("eval_return_stochastic")
+    assert sorted(ev["env"].map(table.task_of).unique()) == sorted(table.TIANSHOU)
+    for env, g in ev.groupby("env"):
+        assert g["seed"].nunique() == 10
+        assert sorted(g["env_steps"].unique()) == [30_720 * k for k in range(34)]
+        best, _ = table.best_of_mean_curve(g, "eval_return_stochastic")
+        assert best == pytest.approx(table.TIANSHOU[table.task_of(env)], abs=0.05), env
 
 
 def test_dmc_table_finals_per_task_and_rule_and_normalised_aggregate(tmp_path):
