@@ -341,7 +341,8 @@ def markdown(t: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(ev: pd.DataFrame, t: pd.DataFrame, path: Path) -> None:
+def plot(ev: pd.DataFrame, t: pd.DataFrame, path: Path,
+         title: str = "PPO, --preset mujoco") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -378,7 +379,7 @@ def plot(ev: pd.DataFrame, t: pd.DataFrame, path: Path) -> None:
     for ax in list(axes.flat)[n:]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=8)
-    fig.suptitle(f"PPO, --preset mujoco: {results.RETURN_LABELS[source]}, 95% bootstrap CI")
+    fig.suptitle(f"{title}: {results.RETURN_LABELS[source]}, 95% bootstrap CI")
     fig.tight_layout()
     save_png(fig, path, dpi=110)
     plt.close(fig)
@@ -389,6 +390,7 @@ def main():
     p.add_argument("runs", nargs="+", help="the sweep's directory (or run directories)")
     p.add_argument("--out", default="experiments/results/mujoco_v5")
     p.add_argument("--decay-after", type=int, default=500_000)
+    p.add_argument("--title", default="PPO, --preset mujoco", help="the curves figure's title")
     p.add_argument("--beside", nargs="+", default=[], metavar="DIR",
                    help="runs of other task versions shown beside the table, not counted")
     p.add_argument("--against", nargs="+", default=[], metavar="DIR",
@@ -406,7 +408,7 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     t.to_csv(out / "table.csv", index=False)
     (out / "table.md").write_text(markdown(t))
-    plot(ev, t, out / "curves.png")
+    plot(ev, t, out / "curves.png", a.title)
     print(markdown(t))
     if a.against:
         c = against(ev, results.load(a.against, command="mujoco_table.py"))
