@@ -6,7 +6,9 @@ tasks against the published 1M-step figures.
     python experiments/mujoco_table.py experiments/results/sweeps/mujoco_v5 \
         experiments/results/sweeps/mujoco_v5_seeds_5_9 --out experiments/results/mujoco_v5
 
-Runs are grouped by env, so several sweeps' directories of the same configuration pool.
+Runs are grouped by env, so several sweeps' directories of the same configuration pool; runs
+of several configurations of one task (a grid, or directories whose options differ) are
+refused with the groups named: one row per task is one configuration's.
 
 Per task, from the runs' stochastic evaluations (10 episodes each, as Tianshou's):
 
@@ -43,6 +45,7 @@ curve with its bootstrap band per task, the Tianshou figure as a line).
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import NamedTuple
 
@@ -193,9 +196,32 @@ def decayed_seeds(ev: pd.DataFrame, final: pd.DataFrame, source: str, after: int
     return out
 
 
+def one_configuration(ev: pd.DataFrame, what: str) -> None:
+    """Exit with a one-line error (code 2) when a task's runs in ``ev`` (``results.load``'s
+    frame: a column per option, a grid point's own value in its runs) differ in any option:
+    one row per task is one configuration's."""
+    fixed = set(results.RUN_COLUMNS) | {"iteration", "env_steps", "wall_time_s"}
+    options = [c for c in ev.columns if c not in fixed and not c.startswith("eval_")]
+    for env, g in ev.groupby("env"):
+        differ = [c for c in options if g[c].astype(str).nunique() > 1]
+        if differ:
+            values = "; ".join(f"{c} = {', '.join(sorted(g[c].astype(str).unique()))}"
+                               for c in differ)
+            print(f"mujoco_table.py: the {what} of {env} differ in {values}; pass the "
+                  f"directories of one configuration (compare two with --against)",
+                  file=sys.stderr)
+            sys.exit(2)
+
+
 def digits(task: str) -> int:
     """Decimals shown for a task's returns: one where they are small (Reacher, Swimmer)."""
     return 1 if task in ("Reacher", "Swimmer") else 0
+
+
+# the columns comparing a task's runs with Tianshou's own runs (NaN for a task it has none of)
+_VS_TIANSHOU = ("tianshou_final", "tianshou_final_lo", "tianshou_final_hi",
+                "tianshou_final_over_best", "final_over_tianshou_final", "p_over_tianshou",
+                "p_over_tianshou_lo", "p_over_tianshou_hi")
 
 
 def table(ev: pd.DataFrame, decay_after: int = 500_000, beside: bool = False) -> pd.DataFrame:
@@ -213,18 +239,13 @@ def table(ev: pd.DataFrame, decay_after: int = 500_000, beside: bool = False) ->
         ts, cr = TIANSHOU.get(task), CLEANRL.get(task, np.nan)
         decays = decayed_seeds(g, f, source, decay_after)
         tf = theirs.loc[theirs["env"].map(task_of) == task, "final"].to_numpy(float)
-        vs = {"tianshou_final": np.nan, "tianshou_final_lo": np.nan,
-              "tianshou_final_hi": np.nan, "tianshou_final_over_best": np.nan,
-              "final_over_tianshou_final": np.nan, "p_over_tianshou": np.nan,
-              "p_over_tianshou_lo": np.nan, "p_over_tianshou_hi": np.nan}
+        vs = dict.fromkeys(_VS_TIANSHOU, np.nan)
         if len(tf):
             c = compare(f["final"], tf)
-            tlo, thi = bootstrap_ci(tf)
-            vs = {"tianshou_final": tf.mean(), "tianshou_final_lo": tlo,
-                  "tianshou_final_hi": thi, "tianshou_final_over_best": ratio(tf.mean(), ts),
-                  "final_over_tianshou_final": ratio(f["final"].mean(), tf.mean()),
-                  "p_over_tianshou": c["p_improvement"], "p_over_tianshou_lo": c["p_lo"],
-                  "p_over_tianshou_hi": c["p_hi"]}
+            vs = dict(zip(_VS_TIANSHOU, (
+                tf.mean(), *bootstrap_ci(tf), ratio(tf.mean(), ts),
+                ratio(f["final"].mean(), tf.mean()), c["p_improvement"], c["p_lo"],
+                c["p_hi"])))
         rows.append({
             "task": task, "env": env, "beside": beside,
             "label": f"{task}-v{env.rsplit('-v', 1)[-1]}" if beside else task,
@@ -398,9 +419,11 @@ def main():
                         "difference of the finals and P(these > those), in against.{csv,md}")
     a = p.parse_args()
     ev = results.load(a.runs, command="mujoco_table.py")
+    one_configuration(ev, "runs")
     t = table(ev, a.decay_after)
     if a.beside:
         ev_beside = results.load(a.beside, command="mujoco_table.py")
+        one_configuration(ev_beside, "--beside runs")
         t = pd.concat([t, table(ev_beside, a.decay_after, beside=True)], ignore_index=True)
         ev = pd.concat([ev, ev_beside], ignore_index=True)
     t = ordered(t)
@@ -411,7 +434,9 @@ def main():
     plot(ev, t, out / "curves.png", a.title)
     print(markdown(t))
     if a.against:
-        c = against(ev, results.load(a.against, command="mujoco_table.py"))
+        other = results.load(a.against, command="mujoco_table.py")
+        one_configuration(other, "--against runs")
+        c = against(ev, other)
         c.to_csv(out / "against.csv", index=False)
         (out / "against.md").write_text(against_markdown(c))
         print(against_markdown(c))

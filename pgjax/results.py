@@ -54,10 +54,11 @@ RETURN_LABELS = {"eval_return_stochastic": "held-out eval return (stochastic pol
 EVAL_CURVE_POINTS = 3  # fewer evaluations per run than this: curves of training episodes
 FINAL_WINDOW = 0.05  # final return: the evaluations over the last 5% of training
 RUN_COLUMNS = ["dir", "run", "seed", "env", "algo", "group", "status"]
-# options that say where and how records are kept, not what was trained
+# options that say where and how records are kept, not what was trained (diagnostics: which
+# per-update measurements are recorded beside the update, never what it does)
 _NOT_OPTIONS = {"name", "out", "resume", "overwrite", "quiet", "seeds", "seed", "grid",
                 "tensorboard", "wandb", "wandb_project", "distributed", "shard",
-                "checkpoint_every", "checkpoint_seconds", "env", "label"}
+                "checkpoint_every", "checkpoint_seconds", "env", "label", "diagnostics"}
 
 
 def find_run_dirs(paths, command: str = "results") -> list[Path]:

@@ -282,6 +282,32 @@ def test_mujoco_table_final_best_anchor_ratio_and_decayed_seeds(tmp_path):
     assert "(decline): 1 of 6 (rows with a version are beside the table, not counted); SE" in md
 
 
+
+def test_mujoco_table_pools_one_configuration_and_refuses_two(tmp_path, capsys):
+    """Directories of one configuration pool into a task's row, whatever they record beside
+    the update (diagnostics); a task whose runs differ in an option that changes training is
+    refused in one line naming the option and its values (exit code 2), never averaged."""
+    table = _experiment("mujoco_table")
+    hopper = TrainConfig(env="gym:Hopper-v5")
+    fake_run_dir(tmp_path / "a", [0, 0], hopper.with_options({"diagnostics": "full"}).to_dict(),
+                 curve=lambda seed, i: 1000.0)
+    fake_run_dir(tmp_path / "b", [0], hopper.with_options({"diagnostics": "cheap"}).to_dict(),
+                 curve=lambda seed, i: 4000.0)
+    ev = r.load([tmp_path])
+    table.one_configuration(ev, "runs")
+    row = table.table(ev, decay_after=1500).iloc[0]
+    assert (row["seeds"], row["final"]) == (3, pytest.approx(2000.0))
+    fake_run_dir(tmp_path / "c", [0], hopper.with_options({"ppo.norm_adv": False}).to_dict(),
+                 curve=lambda seed, i: 0.0)
+    with pytest.raises(SystemExit) as e:
+        table.one_configuration(r.load([tmp_path]), "runs")
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == ("mujoco_table.py: the runs of gym:Hopper-v5 differ in ppo.norm_adv = False, "
+                   "True; pass the directories of one configuration (compare two with "
+                   "--against)")
+
+
 def test_tianshou_curves_in_the_anchor_file_give_its_published_figures():
     """experiments/anchors/tianshou_ppo_mujoco.csv: 10 seeds per task, evaluated every
     30,720 steps to 1,013,760 (pgjax's own evaluation grid at the table's settings); the
