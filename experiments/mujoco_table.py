@@ -106,7 +106,6 @@ def compare(a: np.ndarray, b: np.ndarray, reps: int = 2000, seed: int = 0) -> di
     """Two sets of seeds' finals: the difference of their means with its 95% bootstrap CI
     (each side's seeds resampled on their own) and P(a > b) with its CI (rliable)."""
     from rliable import library as rly
-    from rliable import metrics as m
 
     a, b = np.asarray(a, float), np.asarray(b, float)
     rng = np.random.default_rng(seed)
@@ -114,7 +113,7 @@ def compare(a: np.ndarray, b: np.ndarray, reps: int = 2000, seed: int = 0) -> di
              - b[rng.integers(0, len(b), (reps, len(b)))].mean(1))
     np.random.seed(seed)
     p, p_ci = rly.get_interval_estimates({"p": (a[:, None], b[:, None])},
-                                         m.probability_of_improvement, reps=reps)
+                                         results.probability_of_improvement, reps=reps)
     return {"difference": a.mean() - b.mean(), "difference_lo": np.percentile(diffs, 2.5),
             "difference_hi": np.percentile(diffs, 97.5), "p_improvement": float(p["p"]),
             "p_lo": float(np.ravel(p_ci["p"])[0]), "p_hi": float(np.ravel(p_ci["p"])[1])}

@@ -431,6 +431,18 @@ def bootstrap_ci(x, n: int = 2000, seed: int = 0) -> tuple[float, float]:
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
+def probability_of_improvement(scores_x, scores_y) -> float:
+    """P(X > Y) of two [runs, tasks] score matrices as ``rliable.metrics`` defines it: per
+    task, the fraction of (x run, y run) pairs with x above y, ties counting half (the
+    Mann-Whitney U over the number of pairs), averaged over the tasks. The same value as
+    rliable's, counted with arrays rather than one scipy test per task, which is what the
+    bootstrap's thousands of calls spend their time on."""
+    x, y = np.asarray(scores_x, float), np.asarray(scores_y, float)
+    above = (x[:, None, :] > y[None, :, :]).mean((0, 1))
+    ties = (x[:, None, :] == y[None, :, :]).mean((0, 1))
+    return float(np.mean(above + 0.5 * ties))
+
+
 def _estimators():
     from rliable import metrics as m
 
@@ -490,7 +502,6 @@ def aggregate(final: pd.DataFrame, reps: int = 2000, seed: int = 0) -> tuple[pd.
     P(X > Y) of every pair of groups with its CI) from ``finals``' finished runs. The
     ``scores`` column says whether they are normalised (``score_matrices``)."""
     from rliable import library as rly
-    from rliable import metrics as m
 
     table = run_table(final)
     done = final[final["status"] != "failed"]  # unfinished runs are in only when asked for
@@ -528,7 +539,7 @@ def aggregate(final: pd.DataFrame, reps: int = 2000, seed: int = 0) -> tuple[pd.
                                  "ci95_hi"])
     if pairs:
         np.random.seed(seed)
-        p_point, p_ci = rly.get_interval_estimates(pairs, m.probability_of_improvement,
+        p_point, p_ci = rly.get_interval_estimates(pairs, probability_of_improvement,
                                                    reps=reps)
         prob = pd.DataFrame([{"comparison": k, "probability_of_improvement": float(p_point[k]),
                               "ci95_lo": float(np.ravel(p_ci[k])[0]),

@@ -350,3 +350,21 @@ def test_dmc_table_finals_per_task_and_rule_and_normalised_aggregate(tmp_path):
     assert "| CartpoleBalance | 850 [800, 900] | 700 [700, 700] |" in md
     assert f"| **IQM of normalised finals** | {iqm:.3f} [" in md
     assert "P(PPO > SPO) = " in md and "P(SPO > PPO)" not in md
+
+
+def test_probability_of_improvement_equals_rliables():
+    """results.probability_of_improvement (pairs counted with arrays) against rliable's own
+    (scipy's Mann-Whitney U per task) on random score matrices: ties, identical matrices,
+    unequal run counts, one or several tasks."""
+    from rliable import metrics as m
+
+    rng = np.random.default_rng(0)
+    for trial in range(60):
+        n, k, tasks = rng.integers(1, 9, 3)
+        x = rng.integers(0, 4, (n, tasks)).astype(float)  # many ties
+        y = x.copy() if trial % 5 == 0 else rng.integers(0, 4, (k, tasks)).astype(float)
+        if trial % 3 == 0:
+            x, y = rng.normal(size=x.shape), rng.normal(size=y.shape)
+        assert r.probability_of_improvement(x, y) == pytest.approx(
+            m.probability_of_improvement(x, y), abs=1e-12)
+    assert r.probability_of_improvement([[1.0], [3.0]], [[2.0], [3.0]]) == 0.375  # by hand
