@@ -1,11 +1,11 @@
-"""The README's figures that come from committed records, written from those records.
+"""The READMEs' figures that come from committed records, written from those records.
 
-    python experiments/readme_claims.py            # rewrites every block of the README
-    python experiments/readme_claims.py --check    # exit 1 if the README differs from them
+    python experiments/readme_claims.py            # rewrites every block of both READMEs
+    python experiments/readme_claims.py --check    # exit 1 if a README differs from them
 
-Each block lies between ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->`` in README.md and is
-computed here through ``pgjax.results``, so a rerun that differs shows up as a diff and no
-figure is typed by hand:
+Each block lies between ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->`` in README.md (or,
+where ``HOMES`` says so, experiments/README.md) and is computed here through
+``pgjax.results``, so a rerun that differs shows up as a diff and no figure is typed by hand:
 
 - ``quickstart-claims``: the quickstart's tables and the sentences that cite figures, from
   ``experiments/results/quickstart`` (``pgjax sweep experiments/sweeps/quickstart.toml --set
@@ -13,7 +13,9 @@ figure is typed by hand:
   reference-normalised aggregates and probabilities of improvement with fixed bootstrap seeds;
 - ``mujoco-table``: the Gymnasium MuJoCo-v5 table (``experiments/mujoco_table.py``), with
   the Ant-v4 runs beside it;
-- ``dmc-table``: the DM Control table (``experiments/dmc_table.py``).
+- ``dmc-table``: the DM Control table (``experiments/dmc_table.py``);
+- ``tianshou-settings`` (experiments/README.md, experiment 14g): the MuJoCo-v5 table at
+  Tianshou's own settings and its comparison with the preset's table, task by task.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 RECORDS = REPO / "experiments" / "results" / "quickstart"
 SWEEPS = REPO / "experiments" / "results" / "sweeps"
 README = REPO / "README.md"
+EXPERIMENTS_README = REPO / "experiments" / "README.md"
 ORDER = ["ppo", "spo", "fixpo", "trpo"]
 NAMES = {"ppo": "PPO", "spo": "SPO", "fixpo": "FixPO", "trpo": "TRPO"}
 REPS = 2000
@@ -144,7 +147,26 @@ def dmc_table() -> str:
     return dt.markdown(t, agg, prob).strip("\n")
 
 
-BLOCKS = {"quickstart-claims": render, "mujoco-table": mujoco_table, "dmc-table": dmc_table}
+def tianshou_settings() -> str:
+    from pgjax import results
+
+    mt = _experiment("mujoco_table")
+    ev = results.load([SWEEPS / "tianshou_settings"], command="readme_claims.py")
+    preset = results.load([SWEEPS / "mujoco_v5", SWEEPS / "mujoco_v5_seeds_5_9"],
+                          command="readme_claims.py")
+    return (mt.markdown(mt.ordered(mt.table(ev))).strip("\n")
+            + "\n\nAgainst the table (the preset), task by task (\"these\": Tianshou's "
+              "settings):\n\n" + mt.against_markdown(mt.against(ev, preset)).strip("\n"))
+
+
+BLOCKS = {"quickstart-claims": render, "mujoco-table": mujoco_table, "dmc-table": dmc_table,
+          "tianshou-settings": tianshou_settings}
+HOMES = {"tianshou-settings": EXPERIMENTS_README}  # the others are README.md's
+
+
+def home(name: str) -> Path:
+    """The document that holds block ``name``."""
+    return HOMES.get(name, README)
 
 
 def markers(name: str) -> tuple[str, str]:
@@ -152,47 +174,50 @@ def markers(name: str) -> tuple[str, str]:
 
 
 def readme_block(text: str, name: str = "quickstart-claims") -> str | None:
-    """The README's block ``name`` (None where the README has none)."""
+    """The block ``name`` of a document's text (None where it has none)."""
     begin, end = markers(name)
     if begin not in text or end not in text:
         return None
     if text.index(end) < text.index(begin):
-        raise SystemExit(f"README.md's {end} comes before its {begin}; put the block between "
-                         f"them")
+        raise SystemExit(f"{home(name).relative_to(REPO)}'s {end} comes before its {begin}; "
+                         f"put the block between them")
     return text.split(begin, 1)[1].split(end, 1)[0].strip("\n")
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--check", action="store_true",
-                   help="compare the README with the records instead of writing it")
+                   help="compare the READMEs with the records instead of writing them")
     p.add_argument("--block", action="append", choices=list(BLOCKS), dest="blocks",
-                   help="only this block (repeatable; default: every one the README has)")
+                   help="only this block (repeatable; default: every one the READMEs have)")
     a = p.parse_args()
-    text = README.read_text()
-    names = a.blocks or [n for n in BLOCKS if readme_block(text, n) is not None]
+    texts = {doc: doc.read_text() for doc in (README, EXPERIMENTS_README)}
+    names = a.blocks or [n for n in BLOCKS if readme_block(texts[home(n)], n) is not None]
     stale = []
     for name in names:
-        begin, end = markers(name)
+        doc = home(name)
+        text, (begin, end) = texts[doc], markers(name)
         if readme_block(text, name) is None:
-            raise SystemExit(f"README.md has no {begin} ... {end} block; add the markers "
-                             f"where the block belongs")
+            raise SystemExit(f"{doc.relative_to(REPO)} has no {begin} ... {end} block; add "
+                             f"the markers where the block belongs")
         block = BLOCKS[name]()
         if a.check:
             if readme_block(text, name) != block:
-                stale.append(name)
+                stale.append(f"{doc.relative_to(REPO)}'s {name}")
             continue
         head, rest = text.split(begin, 1)
-        text = head + begin + "\n" + block + "\n" + end + rest.split(end, 1)[1]
+        texts[doc] = head + begin + "\n" + block + "\n" + end + rest.split(end, 1)[1]
         print(block, end="\n\n")
     if a.check:
         if stale:
-            print(f"README.md's {', '.join(stale)} differ from the records; run python "
+            print(f"{', '.join(stale)} differ from the records; run python "
                   f"experiments/readme_claims.py", file=sys.stderr)
             sys.exit(1)
-        print(f"README.md matches the records ({', '.join(names)})")
+        print(f"the READMEs match the records ({', '.join(names)})")
         return
-    README.write_text(text)
+    for doc, text in texts.items():
+        if text != doc.read_text():
+            doc.write_text(text)
 
 
 if __name__ == "__main__":
