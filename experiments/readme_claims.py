@@ -15,7 +15,9 @@ where ``HOMES`` says so, experiments/README.md) and is computed here through
   the Ant-v4 runs beside it;
 - ``dmc-table``: the DM Control table (``experiments/dmc_table.py``);
 - ``tianshou-settings`` (experiments/README.md, experiment 14g): the MuJoCo-v5 table at
-  Tianshou's own settings and its comparison with the preset's table, task by task.
+  Tianshou's own settings and its comparison with the preset's table, task by task;
+- ``preset-changes`` (experiments/README.md, experiment 14g): the two pendulums under the
+  four combinations of the preset's two changes.
 """
 from __future__ import annotations
 
@@ -159,9 +161,63 @@ def tianshou_settings() -> str:
               "settings):\n\n" + mt.against_markdown(mt.against(ev, preset)).strip("\n"))
 
 
+def _pendulum_runs(task: str) -> dict:
+    """{setting: the run directories of ``task`` (``InvertedPendulum``, ...)} for the four
+    combinations of the ``mujoco`` preset's two changes (experiment 14g), seeds 0-9 each."""
+    group = f"ppo_gym-{task}-v5"
+    changes = SWEEPS / f"{'idp' if 'Double' in task else 'ip'}_preset_changes"
+    return {"both (the preset, the table's 10 seeds)": [SWEEPS / "mujoco_v5" / group,
+                                                        SWEEPS / "mujoco_v5_seeds_5_9" / group],
+            "advantages normalised only": [changes / f"{group}_norm_adv=True_target_kl=0"],
+            "KL stop only": [changes / f"{group}_norm_adv=False_target_kl=0.1"],
+            "neither (Tianshou's settings)": [SWEEPS / "tianshou_settings" / group]}
+
+
+def preset_changes() -> str:
+    """InvertedDoublePendulum under each setting: final [CI], seeds below 5,000, the ratio
+    to and P against Tianshou's own final, the difference from neither change; then
+    InvertedPendulum: final [CI], seeds that ended below 1,000, the lowest evaluation of
+    any seed after 250k steps."""
+    from pgjax import results
+    from pgjax.results import bootstrap_ci
+
+    mt = _experiment("mujoco_table")
+    n = mt._num
+    load = lambda dirs: results.load(dirs, command="readme_claims.py")  # noqa: E731
+    idp = {k: load(d) for k, d in _pendulum_runs("InvertedDoublePendulum").items()}
+    source = results.eval_source(next(iter(idp.values())))
+    theirs = results.finals(mt.tianshou_runs(source), source)
+    tf = theirs.loc[theirs["env"].map(mt.task_of) == "InvertedDoublePendulum",
+                    "final"].to_numpy(float)
+    finals = {k: results.finals(ev, source)["final"].to_numpy(float) for k, ev in idp.items()}
+    neither = finals["neither (Tianshou's settings)"]
+    lines = ["| InvertedDoublePendulum-v5 | final [95% CI] | seeds below 5,000 | / Tianshou's "
+             "final | P(pgjax > Tianshou) [95% CI] | difference from neither [95% CI] |",
+             "|---|---|---:|---:|---|---|"]
+    for name, f in finals.items():
+        lo, hi = bootstrap_ci(f)
+        vs, d = mt.compare(f, tf), mt.compare(f, neither)
+        diff = "0" if f is neither else \
+            f"{n(d['difference'])} [{n(d['difference_lo'])}, {n(d['difference_hi'])}]"
+        lines.append(f"| {name} | {n(f.mean())} [{n(lo)}, {n(hi)}] | {int((f < 5000).sum())} "
+                     f"| {f.mean() / tf.mean():.2f} | {vs['p_improvement']:.2f} "
+                     f"[{vs['p_lo']:.2f}, {vs['p_hi']:.2f}] | {diff} |")
+    lines += ["", "| InvertedPendulum-v5 | final [95% CI] | seeds that ended below 1,000 | "
+              "lowest evaluation after 250k |", "|---|---|---:|---:|"]
+    for name, dirs in _pendulum_runs("InvertedPendulum").items():
+        ev = load(dirs)
+        f = results.finals(ev, source)["final"].to_numpy(float)
+        lo, hi = bootstrap_ci(f)
+        late = ev.loc[ev["env_steps"] > 250_000, source].min()
+        lines.append(f"| {name} | {n(f.mean())} [{n(lo)}, {n(hi)}] | "
+                     f"{int((f < 1000).sum())} of {len(f)} | {n(late)} |")
+    return "\n".join(lines)
+
+
 BLOCKS = {"quickstart-claims": render, "mujoco-table": mujoco_table, "dmc-table": dmc_table,
-          "tianshou-settings": tianshou_settings}
-HOMES = {"tianshou-settings": EXPERIMENTS_README}  # the others are README.md's
+          "tianshou-settings": tianshou_settings, "preset-changes": preset_changes}
+# the blocks of experiments/README.md; the others are README.md's
+HOMES = {"tianshou-settings": EXPERIMENTS_README, "preset-changes": EXPERIMENTS_README}
 
 
 def home(name: str) -> Path:
