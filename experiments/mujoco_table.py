@@ -8,7 +8,7 @@ tasks against the published 1M-step figures.
 
 Runs are grouped by env, so several sweeps' directories of the same configuration pool; runs
 of several configurations of one task (a grid, or directories whose options differ) are
-refused with the groups named: one row per task is one configuration's.
+refused, naming the options that differ: one row per task is one configuration's.
 
 Per task, from the runs' stochastic evaluations (10 episodes each, as Tianshou's):
 
@@ -197,10 +197,13 @@ def decayed_seeds(ev: pd.DataFrame, final: pd.DataFrame, source: str, after: int
 
 def one_configuration(ev: pd.DataFrame, what: str) -> None:
     """Exit with a one-line error (code 2) when a task's runs in ``ev`` (``results.load``'s
-    frame: a column per option, a grid point's own value in its runs) differ in any option:
-    one row per task is one configuration's."""
-    fixed = set(results.RUN_COLUMNS) | {"iteration", "env_steps", "wall_time_s"}
-    options = [c for c in ev.columns if c not in fixed and not c.startswith("eval_")]
+    frame: a column per recorded option, a grid point's own value in its runs) differ in
+    their rule or in any option: one row per task is one configuration's. An option one
+    directory's record lacks counts as differing (nan)."""
+    runs = results.run_table(ev)
+    recorded = {k for o in runs.attrs["options"].values() for k in o} | \
+        {k for h in runs["hparams"] for k in h}
+    options = ["algo"] + sorted(c for c in ev.columns if c in recorded)
     for env, g in ev.groupby("env"):
         differ = [c for c in options if g[c].astype(str).nunique() > 1]
         if differ:
@@ -244,7 +247,7 @@ def table(ev: pd.DataFrame, decay_after: int = 500_000, beside: bool = False) ->
             vs = dict(zip(_VS_TIANSHOU, (
                 tf.mean(), *bootstrap_ci(tf), ratio(tf.mean(), ts),
                 ratio(f["final"].mean(), tf.mean()), c["p_improvement"], c["p_lo"],
-                c["p_hi"])))
+                c["p_hi"]), strict=True))
         rows.append({
             "task": task, "env": env, "beside": beside,
             "label": f"{task}-v{env.rsplit('-v', 1)[-1]}" if beside else task,

@@ -129,14 +129,20 @@ def _experiment(name: str):
     return module
 
 
-def mujoco_table() -> str:
+def _one_configuration(mt, *dirs: Path):
+    """``results.load``'s frame of the run directories ``dirs``, refused (``mujoco_table``'s
+    ``one_configuration``) where a task's runs differ in an option."""
     from pgjax import results
 
+    ev = results.load(list(dirs), command="readme_claims.py")
+    mt.one_configuration(ev, "runs under " + ", ".join(str(d.relative_to(REPO)) for d in dirs))
+    return ev
+
+
+def mujoco_table() -> str:
     mt = _experiment("mujoco_table")
-    t = mt.table(results.load([SWEEPS / "mujoco_v5", SWEEPS / "mujoco_v5_seeds_5_9"],
-                              command="readme_claims.py"))
-    beside = mt.table(results.load([SWEEPS / "mujoco_ant_v4"], command="readme_claims.py"),
-                      beside=True)
+    t = mt.table(_one_configuration(mt, SWEEPS / "mujoco_v5", SWEEPS / "mujoco_v5_seeds_5_9"))
+    beside = mt.table(_one_configuration(mt, SWEEPS / "mujoco_ant_v4"), beside=True)
     return mt.markdown(mt.ordered(pd.concat([t, beside], ignore_index=True))).strip("\n")
 
 
@@ -150,12 +156,9 @@ def dmc_table() -> str:
 
 
 def tianshou_settings() -> str:
-    from pgjax import results
-
     mt = _experiment("mujoco_table")
-    ev = results.load([SWEEPS / "tianshou_settings"], command="readme_claims.py")
-    preset = results.load([SWEEPS / "mujoco_v5", SWEEPS / "mujoco_v5_seeds_5_9"],
-                          command="readme_claims.py")
+    ev = _one_configuration(mt, SWEEPS / "tianshou_settings")
+    preset = _one_configuration(mt, SWEEPS / "mujoco_v5", SWEEPS / "mujoco_v5_seeds_5_9")
     return (mt.markdown(mt.ordered(mt.table(ev))).strip("\n")
             + "\n\nAgainst the table (the preset), task by task (\"these\": Tianshou's "
               "settings):\n\n" + mt.against_markdown(mt.against(ev, preset)).strip("\n"))
@@ -183,23 +186,25 @@ def preset_changes() -> str:
 
     mt = _experiment("mujoco_table")
     n = mt._num
-    load = lambda dirs: results.load(dirs, command="readme_claims.py")  # noqa: E731
+    load = lambda dirs: _one_configuration(mt, *dirs)  # noqa: E731
     idp = {k: load(d) for k, d in _pendulum_runs("InvertedDoublePendulum").items()}
-    source = results.eval_source(next(iter(idp.values())))
+    source = results.eval_source(pd.concat(list(idp.values()), ignore_index=True))
     theirs = results.finals(mt.tianshou_runs(source), source)
     tf = theirs.loc[theirs["env"].map(mt.task_of) == "InvertedDoublePendulum",
                     "final"].to_numpy(float)
     finals = {k: results.finals(ev, source)["final"].to_numpy(float) for k, ev in idp.items()}
-    neither = finals["neither (Tianshou's settings)"]
+    *changed, base = finals  # the last setting is neither change
     lines = ["| InvertedDoublePendulum-v5 | final [95% CI] | seeds below 5,000 | / Tianshou's "
              "final | P(pgjax > Tianshou) [95% CI] | difference from neither [95% CI] |",
              "|---|---|---:|---:|---|---|"]
     for name, f in finals.items():
         lo, hi = bootstrap_ci(f)
-        vs, d = mt.compare(f, tf), mt.compare(f, neither)
-        diff = "0" if f is neither else \
+        vs = mt.compare(f, tf)
+        d = mt.compare(f, finals[base]) if name in changed else None
+        diff = "0" if d is None else \
             f"{n(d['difference'])} [{n(d['difference_lo'])}, {n(d['difference_hi'])}]"
-        lines.append(f"| {name} | {n(f.mean())} [{n(lo)}, {n(hi)}] | {int((f < 5000).sum())} "
+        lines.append(f"| {name} | {n(f.mean())} [{n(lo)}, {n(hi)}] | "
+                     f"{int((f < 5000).sum())} of {len(f)} "
                      f"| {f.mean() / tf.mean():.2f} | {vs['p_improvement']:.2f} "
                      f"[{vs['p_lo']:.2f}, {vs['p_hi']:.2f}] | {diff} |")
     lines += ["", "| InvertedPendulum-v5 | final [95% CI] | seeds that ended below 1,000 | "

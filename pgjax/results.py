@@ -438,9 +438,12 @@ def probability_of_improvement(scores_x, scores_y) -> float:
     rliable's, counted with arrays rather than one scipy test per task, which is what the
     bootstrap's thousands of calls spend their time on."""
     x, y = np.asarray(scores_x, float), np.asarray(scores_y, float)
-    above = (x[:, None, :] > y[None, :, :]).mean((0, 1))
-    ties = (x[:, None, :] == y[None, :, :]).mean((0, 1))
-    return float(np.mean(above + 0.5 * ties))
+    if np.isnan(x).any() or np.isnan(y).any():
+        return np.nan  # as scipy's test gives
+    above = (x[:, None, :] > y[None, :, :]).sum((0, 1))
+    ties = (x[:, None, :] == y[None, :, :]).sum((0, 1))
+    # U = above + ties / 2 exactly, divided once by the pairs: rliable's value to the bit
+    return float(np.mean((above + 0.5 * ties) / (len(x) * len(y))))
 
 
 def _estimators():
