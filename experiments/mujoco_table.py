@@ -215,6 +215,15 @@ def one_configuration(ev: pd.DataFrame, what: str) -> None:
             sys.exit(2)
 
 
+def load(dirs, what: str, command: str = "mujoco_table.py") -> pd.DataFrame:
+    """``results.load``'s frame of the runs at or under ``dirs`` (its notes signed
+    ``command``), refused (``one_configuration``) where a task's runs are of more than one
+    configuration."""
+    ev = results.load(dirs, command=command)
+    one_configuration(ev, what)
+    return ev
+
+
 def digits(task: str) -> int:
     """Decimals shown for a task's returns: one where they are small (Reacher, Swimmer)."""
     return 1 if task in ("Reacher", "Swimmer") else 0
@@ -420,12 +429,10 @@ def main():
                    help="another configuration's runs of the same tasks: per task, the "
                         "difference of the finals and P(these > those), in against.{csv,md}")
     a = p.parse_args()
-    ev = results.load(a.runs, command="mujoco_table.py")
-    one_configuration(ev, "runs")
+    ev = load(a.runs, "runs")
     t = table(ev, a.decay_after)
     if a.beside:
-        ev_beside = results.load(a.beside, command="mujoco_table.py")
-        one_configuration(ev_beside, "--beside runs")
+        ev_beside = load(a.beside, "--beside runs")
         t = pd.concat([t, table(ev_beside, a.decay_after, beside=True)], ignore_index=True)
         ev = pd.concat([ev, ev_beside], ignore_index=True)
     t = ordered(t)
@@ -436,9 +443,7 @@ def main():
     plot(ev, t, out / "curves.png", a.title)
     print(markdown(t))
     if a.against:
-        other = results.load(a.against, command="mujoco_table.py")
-        one_configuration(other, "--against runs")
-        c = against(ev, other)
+        c = against(ev, load(a.against, "--against runs"))
         c.to_csv(out / "against.csv", index=False)
         (out / "against.md").write_text(against_markdown(c))
         print(against_markdown(c))

@@ -129,20 +129,17 @@ def _experiment(name: str):
     return module
 
 
-def _one_configuration(mt, *dirs: Path):
-    """``results.load``'s frame of the run directories ``dirs``, refused (``mujoco_table``'s
-    ``one_configuration``) where a task's runs differ in an option."""
-    from pgjax import results
-
-    ev = results.load(list(dirs), command="readme_claims.py")
-    mt.one_configuration(ev, "runs under " + ", ".join(str(d.relative_to(REPO)) for d in dirs))
-    return ev
+def _runs(mt, *dirs: Path):
+    """``mujoco_table.load``'s frame of the run directories ``dirs`` (one configuration per
+    task, or a one-line refusal naming them)."""
+    return mt.load(list(dirs), "runs under " + ", ".join(str(d.relative_to(REPO))
+                                                       for d in dirs), "readme_claims.py")
 
 
 def mujoco_table() -> str:
     mt = _experiment("mujoco_table")
-    t = mt.table(_one_configuration(mt, SWEEPS / "mujoco_v5", SWEEPS / "mujoco_v5_seeds_5_9"))
-    beside = mt.table(_one_configuration(mt, SWEEPS / "mujoco_ant_v4"), beside=True)
+    t = mt.table(_runs(mt, SWEEPS / "mujoco_v5", SWEEPS / "mujoco_v5_seeds_5_9"))
+    beside = mt.table(_runs(mt, SWEEPS / "mujoco_ant_v4"), beside=True)
     return mt.markdown(mt.ordered(pd.concat([t, beside], ignore_index=True))).strip("\n")
 
 
@@ -157,8 +154,8 @@ def dmc_table() -> str:
 
 def tianshou_settings() -> str:
     mt = _experiment("mujoco_table")
-    ev = _one_configuration(mt, SWEEPS / "tianshou_settings")
-    preset = _one_configuration(mt, SWEEPS / "mujoco_v5", SWEEPS / "mujoco_v5_seeds_5_9")
+    ev = _runs(mt, SWEEPS / "tianshou_settings")
+    preset = _runs(mt, SWEEPS / "mujoco_v5", SWEEPS / "mujoco_v5_seeds_5_9")
     return (mt.markdown(mt.ordered(mt.table(ev))).strip("\n")
             + "\n\nAgainst the table (the preset), task by task (\"these\": Tianshou's "
               "settings):\n\n" + mt.against_markdown(mt.against(ev, preset)).strip("\n"))
@@ -168,7 +165,8 @@ def _pendulum_runs(task: str) -> dict:
     """{setting: the run directories of ``task`` (``InvertedPendulum``, ...)} for the four
     combinations of the ``mujoco`` preset's two changes (experiment 14g), seeds 0-9 each."""
     group = f"ppo_gym-{task}-v5"
-    changes = SWEEPS / f"{'idp' if 'Double' in task else 'ip'}_preset_changes"
+    changes = SWEEPS / {"InvertedDoublePendulum": "idp_preset_changes",
+                        "InvertedPendulum": "ip_preset_changes"}[task]
     return {"both (the preset, the table's 10 seeds)": [SWEEPS / "mujoco_v5" / group,
                                                         SWEEPS / "mujoco_v5_seeds_5_9" / group],
             "advantages normalised only": [changes / f"{group}_norm_adv=True_target_kl=0"],
@@ -186,8 +184,7 @@ def preset_changes() -> str:
 
     mt = _experiment("mujoco_table")
     n = mt._num
-    load = lambda dirs: _one_configuration(mt, *dirs)  # noqa: E731
-    idp = {k: load(d) for k, d in _pendulum_runs("InvertedDoublePendulum").items()}
+    idp = {k: _runs(mt, *d) for k, d in _pendulum_runs("InvertedDoublePendulum").items()}
     source = results.eval_source(pd.concat(list(idp.values()), ignore_index=True))
     theirs = results.finals(mt.tianshou_runs(source), source)
     tf = theirs.loc[theirs["env"].map(mt.task_of) == "InvertedDoublePendulum",
@@ -210,7 +207,7 @@ def preset_changes() -> str:
     lines += ["", "| InvertedPendulum-v5 | final [95% CI] | seeds that ended below 1,000 | "
               "lowest evaluation after 250k |", "|---|---|---:|---:|"]
     for name, dirs in _pendulum_runs("InvertedPendulum").items():
-        ev = load(dirs)
+        ev = _runs(mt, *dirs)
         f = results.finals(ev, source)["final"].to_numpy(float)
         lo, hi = bootstrap_ci(f)
         late = ev.loc[ev["env_steps"] > 250_000, source].min()
@@ -252,7 +249,8 @@ def main():
     p.add_argument("--block", action="append", choices=list(BLOCKS), dest="blocks",
                    help="only this block (repeatable; default: every one the READMEs have)")
     a = p.parse_args()
-    texts = {doc: doc.read_text() for doc in (README, EXPERIMENTS_README)}
+    read = {doc: doc.read_text() for doc in (README, EXPERIMENTS_README)}
+    texts = dict(read)
     names = a.blocks or [n for n in BLOCKS if readme_block(texts[home(n)], n) is not None]
     stale = []
     for name in names:
@@ -277,7 +275,7 @@ def main():
         print(f"the READMEs match the records ({', '.join(names)})")
         return
     for doc, text in texts.items():
-        if text != doc.read_text():
+        if text != read[doc]:
             doc.write_text(text)
 
 
