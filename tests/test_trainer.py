@@ -1,5 +1,7 @@
 import dataclasses
+import functools
 import json
+import os
 
 import chex
 import jax
@@ -220,9 +222,15 @@ def test_diagnostics_that_need_forward_passes_only_when_asked():
         state, m = jax.jit(trainer.iteration)(jax.jit(trainer.init)(jax.random.PRNGKey(0), hp),
                                               hp)
         keys[mode], states[mode], metrics[mode] = set(m), state, m
-    chex.assert_trees_all_equal(states["cheap"].params, states["full"].params)
-    chex.assert_trees_all_equal({k: metrics["full"][k] for k in keys["cheap"]},
-                                metrics["cheap"])
+    # bit for bit at XLA's default CPU emitters (the full suite, as users compile); the fast
+    # subset's loop emitters (conftest.FAST_XLA_FLAGS) fuse the full level's extra forward
+    # passes with the update's and round some values differently in the last bits
+    if "--xla_cpu_use_fusion_emitters=false" in os.environ.get("XLA_FLAGS", ""):
+        same = functools.partial(chex.assert_trees_all_close, rtol=1e-5, atol=1e-7)
+    else:
+        same = chex.assert_trees_all_equal
+    same(states["cheap"].params, states["full"].params)
+    same({k: metrics["full"][k] for k in keys["cheap"]}, metrics["cheap"])
     extra = {"kl_mean", "kl_max", "ratio_dev_max", "entropy", "kl_stats_mean", "kl_stats_max",
              "value_stats_shift", "kl_reset_mean", "kl_reset_max", "kl_reset_stats_max",
              "mode_shift_reset_max"}
