@@ -114,6 +114,7 @@ def gym_episode(policy: TrainedPolicy, width: int, height: int, seed: int = 0,
     cfg = policy.cfg
     name = cfg.env.partition(":")[2]
     kw = {"max_episode_steps": cfg.episode_length} if cfg.episode_length else {}
+    kw.update(cfg.gym.make_kwargs())
     try:
         env = gymnasium.make(name, render_mode="rgb_array", width=width, height=height, **kw)
     except TypeError:  # environments without a size option render at their own

@@ -326,3 +326,35 @@ def test_a_run_resumes_under_another_vectorization_but_not_other_settings(tmp_pa
         check_resumable(dataclasses.replace(cfg, gym=gym_options), root)
     with pytest.raises(ConfigError, match="gamma"):
         check_resumable(dataclasses.replace(cfg, gamma=0.9), root)
+    with pytest.raises(ConfigError, match="kwargs"):  # the task's own options are the task
+        check_resumable(dataclasses.replace(
+            cfg, gym=GymOptions(vectorization="sync", kwargs="sutton_barto_reward=True")), root)
+
+
+def test_the_tasks_own_options_reach_every_env_it_makes(tmp_path, capsys):
+    """--gym.kwargs goes to gymnasium.make in this process, in the worker processes and in
+    evaluation: Hopper-v5 that keeps its x position observes 12 numbers instead of 11 (a
+    worker that made the default task would hand back the wrong shape); the run records the
+    options and its policy reloads with them. Malformed or unknown options are one line."""
+    from pgjax import load_policy
+    from pgjax.cli import main
+
+    kw = "exclude_current_positions_from_observation=False"
+    assert make_env("gym:Hopper-v5", 1, options=GymOptions(kwargs=kw)).spec.obs_shape == (12,)
+    args = ["train", "--env", "gym:Hopper-v5", "--steps", "256", "--num-envs", "4",
+            "--rollout-len", "32", "--eval-every", "2", "--eval-envs", "2", "--quiet",
+            "--gym.vectorization", "workers", "--gym.workers", "2", "--out", str(tmp_path)]
+    assert main([*args, "--name", "kw", "--gym.kwargs", kw]) == 0
+    policy = load_policy(tmp_path / "kw")
+    assert policy.cfg.gym.kwargs == kw
+    action, _ = policy.mode(np.zeros((1, 12), np.float32), policy.initial_carry(1))
+    assert np.asarray(action).shape == (1, 3)
+    assert main(["eval", str(tmp_path / "kw"), "--episodes", "2"]) == 0
+    capsys.readouterr()
+    for bad, match in (("nope=1", "does not take --gym.kwargs 'nope=1'"),
+                       ("x=fast", "the value of x is not a Python literal"),
+                       ("max_episode_steps=9", "pass --episode-length")):
+        assert main([*args, "--name", "bad", "--gym.kwargs", bad]) == 2
+        err = capsys.readouterr().err.strip()
+        assert match in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "bad").exists()

@@ -26,6 +26,7 @@ the unclipped sample is what is trained on) and Discrete actions. Any other spac
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import math
@@ -48,6 +49,12 @@ VECTORIZATION = ("auto", "sync", "workers", "async")
 AUTO_MIN_ENVS_PER_WORKER = 16
 
 
+# gymnasium.make's own arguments, which pgjax sets: where a user says what they want instead
+_MAKE_OWN = {"max_episode_steps": "pass --episode-length",
+             "disable_env_checker": "it is always off",
+             "render_mode": "pgjax render sets it"}
+
+
 @dataclasses.dataclass(frozen=True)
 class GymOptions:
     """Settings of the gym: family (--gym.<field>)."""
@@ -60,6 +67,11 @@ class GymOptions:
 
     workers: int = 0
     """Worker processes for vectorization workers/auto (0: one per CPU core)."""
+
+    kwargs: str = ""
+    """Keyword arguments for gymnasium.make, written as in a call with Python literals (e.g.
+    'include_cfrc_ext_in_observation=False, ctrl_cost_weight=0.05'): the task's own options.
+    They change the task, so a run records them and resumes only under the same ones."""
 
     # fields that change how fast the envs are stepped, never a result: a run resumes
     # under other values
@@ -74,6 +86,36 @@ class GymOptions:
         if self.workers < 0:
             raise ConfigError(f"--gym.workers must be >= 0 (0: one per CPU core), got "
                               f"{self.workers}")
+        self.make_kwargs()
+
+    def make_kwargs(self) -> dict:
+        """``kwargs`` as a dict (a ConfigError naming the problem where it is not
+        ``name=literal, ...``)."""
+        if not self.kwargs.strip():
+            return {}
+        fix = ("write --gym.kwargs as name=value pairs with Python literals, e.g. "
+               "'include_cfrc_ext_in_observation=False, ctrl_cost_weight=0.05'")
+        try:
+            call = ast.parse(f"f({self.kwargs})", mode="eval").body
+            if call.args:
+                raise ValueError("a value without a name")
+            if any(k.arg is None for k in call.keywords):
+                raise ValueError("** is not a keyword argument")
+            out = {}
+            for k in call.keywords:
+                if k.arg in out:
+                    raise ValueError(f"{k.arg} is given twice")
+                if k.arg in _MAKE_OWN:
+                    raise ValueError(f"{k.arg} is pgjax's to set: {_MAKE_OWN[k.arg]}")
+                try:
+                    out[k.arg] = ast.literal_eval(k.value)
+                except ValueError:
+                    raise ValueError(f"the value of {k.arg} is not a Python literal; write "
+                                     f"strings in quotes") from None
+            return out
+        except (SyntaxError, ValueError) as e:
+            raise ConfigError(f"--gym.kwargs {self.kwargs!r} is not keyword arguments "
+                              f"({e}); {fix}") from None
 
     def resolve(self, n: int, portable: bool = True) -> tuple[str, int]:
         """(sync, workers or async; the number of worker processes) for n envs in all;
@@ -144,9 +186,9 @@ def _action_space(env_id: str, space) -> tuple[ActionSpace, object]:
         f"register a wrapper that converts its actions")
 
 
-def _make_one(env_id: str, max_episode_steps: int):
-    env = _gym().make(env_id, max_episode_steps=max_episode_steps, disable_env_checker=True)
-    return env
+def _make_one(env_id: str, max_episode_steps: int, kwargs: tuple = ()):
+    return _gym().make(env_id, max_episode_steps=max_episode_steps, disable_env_checker=True,
+                       **dict(kwargs))
 
 
 def host_call(fn, out_spec, *args):
@@ -196,12 +238,18 @@ class GymEnv:
         max_steps = episode_length or registered.max_episode_steps
         if not max_steps:
             raise ConfigError(f"gym:{env_id} has no time limit; pass --episode-length")
+        kwargs = options.make_kwargs()
         try:
-            probe = gym.make(env_id, disable_env_checker=True)
+            probe = gym.make(env_id, disable_env_checker=True, **kwargs)
         except (gym.error.DependencyNotInstalled, ImportError) as e:
             raise ConfigError(f"gym:{env_id} needs a missing dependency ({e}); install pgjax "
                               f"with its dependencies (pip install -e .) or the env's own "
                               f"extra, e.g. pip install 'gymnasium[mujoco]'") from None
+        except (TypeError, ValueError) as e:
+            if not kwargs:
+                raise
+            raise ConfigError(f"gym:{env_id} does not take --gym.kwargs {options.kwargs!r} "
+                              f"({e}); pass only options its constructor accepts") from None
         try:
             obs = _ObsCodec(env_id, probe.observation_space)
             action, bounds = _action_space(env_id, probe.action_space)
@@ -209,7 +257,7 @@ class GymEnv:
             probe.close()
         self.env_id, self.options = env_id, options
         self.host_spec = HostSpec(env_id, int(max_steps), obs, action.kind, bounds,
-                                  tuple(LOADED_PLUGINS))
+                                  tuple(LOADED_PLUGINS), tuple(kwargs.items()))
         # a fresh process can make the env if Gymnasium imports its entry point by name, or a
         # plugin it loads registers it
         entry = registered.entry_point
@@ -280,9 +328,10 @@ class HostSpec:
     action_kind: str
     bounds: object  # (low, high) for a Box, the start of a Discrete
     plugins: tuple = ()  # loaded before the env is made (ids a plugin registers)
+    kwargs: tuple = ()  # (name, value) pairs for gymnasium.make, from --gym.kwargs
 
     def make(self):
-        return _make_one(self.env_id, self.max_steps)
+        return _make_one(self.env_id, self.max_steps, self.kwargs)
 
     def action(self, a: np.ndarray) -> np.ndarray:
         if self.action_kind == "box":
