@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -15,6 +16,13 @@ from pgjax.registry import POLICY_KINDS
 
 EVAL_MODES = ("auto", "deterministic", "stochastic", "both")
 DIAGNOSTICS = ("cheap", "full")
+
+
+def name_part(text: str) -> str:
+    """``text`` (an env id, an option's value) as part of a run directory's name: the
+    separators of paths and env families (``/``, ``\\``, ``:``) become ``-`` and whitespace
+    is dropped, so a namespaced id (``gym:ns/Env-v0``) names one directory."""
+    return re.sub(r"\s+", "", re.sub(r"[/\\:]", "-", text))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,7 +173,7 @@ class RunOptions:
         import time
 
         stamp = time.strftime('%Y%m%d-%H%M%S')
-        env = getattr(self, "env", "env").replace(":", "-")
+        env = name_part(getattr(self, "env", "env"))
         return dataclasses.replace(self, name=f"{getattr(self, 'algo', 'run')}_{env}_{stamp}")
 
     def validate_run(self, family) -> None:

@@ -59,6 +59,7 @@ from pathlib import Path
 from pgjax.config import TrainConfig, config_class
 from pgjax.errors import EXIT_RUNS_FAILED, ConfigError, InUse
 from pgjax.records import atomic_write_json, exact, inspect, is_finished, read_json
+from pgjax.run_options import name_part
 
 TOP_KEYS = {"name", "out", "algos", "envs", "seeds", "seed", "preset", "config", "env_config",
             "grid", "static"}
@@ -170,8 +171,10 @@ class Sweep:
                         combo = {k: chosen[k] for k in static if k in chosen}  # names: file order
                         cfg = _group(spec, root, algo, env, combo, grid)
                         if cfg.name in groups:
-                            raise ConfigError(f"two groups of the sweep are both named "
-                                              f"{cfg.name}; list each [static] value once")
+                            raise ConfigError(f"two groups of the sweep would share the "
+                                              f"directory {cfg.name}; list each [static] "
+                                              f"value once, and tell values apart by more "
+                                              f"than spaces, '/', '\\' or ':'")
                         groups[cfg.name] = cfg
         from pgjax.train import check
 
@@ -334,8 +337,8 @@ def _rule_option(key: str) -> bool:
 def _group(spec: dict, root: Path, algo: str, env: str, combo: dict, grid: dict) -> TrainConfig:
     """The config of one group: preset, algorithm, [config], [env_config], [static] values,
     then the rule's [grid] entries."""
-    name = "_".join([algo, env.replace(":", "-")] +
-                    [f"{k.split('.')[-1]}={_fmt(v)}" for k, v in combo.items()])
+    name = "_".join([algo, name_part(env)] +
+                    [f"{k.split('.')[-1]}={name_part(_fmt(v))}" for k, v in combo.items()])
     cls = config_class(TrainConfig, tuple(spec.get("config", {}).get("plugins", ())))
     cfg = cls(env=env).with_preset(combo.pop("preset", spec.get("preset")))
     cfg = dataclasses.replace(cfg, algo=algo, out=str(root), name=name)

@@ -73,6 +73,28 @@ def test_distinct_grid_values_never_share_a_run_directory(tmp_path):
     assert all((tmp_path / "r" / "runs" / r["id"] / "metrics.csv.gz").exists() for r in runs)
 
 
+def test_namespaced_ids_and_option_strings_name_one_directory(tmp_path):
+    """A Gymnasium id with a namespace (``gym:phys2d/CartPole-v1``) and a [static] string
+    with spaces name one directory each, for a run's default name and a sweep's groups;
+    values that differ only in such characters are refused before anything runs."""
+    from pgjax import TrainConfig
+    from pgjax.config import ConfigError
+    from pgjax.sweep import Sweep
+
+    name = TrainConfig(env="gym:phys2d/CartPole-v1").with_name().name
+    assert name.startswith("ppo_gym-phys2d-CartPole-v1_") and "/" not in name
+    spec = {"name": "s", "out": str(tmp_path), "algos": ["ppo"],
+            "envs": ["gym:phys2d/CartPole-v1"]}
+    assert list(Sweep.from_dict(spec).groups) == ["ppo_gym-phys2d-CartPole-v1"]
+    spec.update(envs=["gym:CartPole-v1"],
+                static={"gym.kwargs": ["", "sutton_barto_reward = True"]})
+    assert list(Sweep.from_dict(spec).groups) == [
+        "ppo_gym-CartPole-v1_kwargs=", "ppo_gym-CartPole-v1_kwargs=sutton_barto_reward=True"]
+    spec["static"] = {"gym.kwargs": ["sutton_barto_reward=True", "sutton_barto_reward = True"]}
+    with pytest.raises(ConfigError, match="would share the directory"):
+        Sweep.from_dict(spec)
+
+
 def test_a_copied_run_directory_resumes_under_its_new_name(tmp_path):
     assert _train(tmp_path, "--steps", "2048", "--checkpoint-seconds", "0", name="a") == 0
     # an unfinished copy: cut back to its first chunk by hand is not possible without a
