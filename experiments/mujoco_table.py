@@ -195,6 +195,13 @@ def decayed_seeds(ev: pd.DataFrame, final: pd.DataFrame, source: str, after: int
     return out
 
 
+def tasks(ev: pd.DataFrame):
+    """``ev`` grouped by the task as trained: ((env id, the task's own options, e.g. Ant-v5
+    without its contact forces; "" for none), runs)."""
+    kw = ev["gym.kwargs"].fillna("") if "gym.kwargs" in ev else pd.Series("", index=ev.index)
+    return ev.groupby([ev["env"], kw.rename("task_options")])
+
+
 def one_configuration(ev: pd.DataFrame, what: str) -> None:
     """Exit with a one-line error (code 2) when a task's runs in ``ev`` (``results.load``'s
     frame: a column per recorded option, a grid point's own value in its runs) differ in
@@ -204,12 +211,12 @@ def one_configuration(ev: pd.DataFrame, what: str) -> None:
     recorded = {k for o in runs.attrs["options"].values() for k in o} | \
         {k for h in runs["hparams"] for k in h}
     options = ["algo"] + sorted(c for c in ev.columns if c in recorded)
-    for env, g in ev.groupby("env"):
+    for (env, kw), g in tasks(ev):
         differ = [c for c in options if g[c].astype(str).nunique() > 1]
         if differ:
             values = "; ".join(f"{c} = {', '.join(sorted(g[c].astype(str).unique()))}"
                                for c in differ)
-            print(f"mujoco_table.py: the {what} of {env} differ in {values}; pass the "
+            print(f"mujoco_table.py: the {what} of {env}{f' ({kw})' if kw else ''} differ in {values}; pass the "
                   f"directories of one configuration (compare two with --against)",
                   file=sys.stderr)
             sys.exit(2)
@@ -222,6 +229,13 @@ def load(dirs, what: str, command: str = "mujoco_table.py") -> pd.DataFrame:
     ev = results.load(dirs, command=command)
     one_configuration(ev, what)
     return ev
+
+
+def label(env: str, task_options: str = "", version: bool = True) -> str:
+    """A row's task: its name, with its version (``version``) and its own options where
+    it has them ("Ant-v5 (include_cfrc_ext_in_observation=False)")."""
+    name = f"{task_of(env)}-v{env.rsplit('-v', 1)[-1]}" if version else task_of(env)
+    return f"{name} ({task_options})" if task_options else name
 
 
 def digits(task: str) -> int:
@@ -239,12 +253,11 @@ def table(ev: pd.DataFrame, decay_after: int = 500_000, beside: bool = False) ->
     """One row per task from ``results.load``'s frame of the sweep's runs; ``beside``: rows
     shown beside the table's own (labelled with their version, not counted)."""
     source = results.eval_source(ev)
-    final = results.finals(ev, source)
     theirs = results.finals(tianshou_runs(source), source)
     rows = []
-    for env, g in ev.groupby("env"):
+    for (env, kw), g in tasks(ev):
         task = task_of(env)
-        f = final[final["env"] == env]
+        f = results.finals(g, source)
         lo, hi = bootstrap_ci(f["final"])
         best, best_at = best_of_mean_curve(g, source)
         ts, cr = TIANSHOU.get(task), CLEANRL.get(task, np.nan)
@@ -259,7 +272,7 @@ def table(ev: pd.DataFrame, decay_after: int = 500_000, beside: bool = False) ->
                 c["p_hi"]), strict=True))
         rows.append({
             "task": task, "env": env, "beside": beside,
-            "label": f"{task}-v{env.rsplit('-v', 1)[-1]}" if beside else task,
+            "label": label(env, kw, beside),
             "seeds": len(f), "env_steps": int(f["env_steps"].max()),
             "final": f["final"].mean(), "final_lo": lo, "final_hi": hi,
             "final_per_seed": " ".join(f"{v:.1f}" for v in f["final"]),
