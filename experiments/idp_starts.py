@@ -35,8 +35,8 @@ def episodes(policy, n: int, seed: int, stochastic: bool, limit: int = 1000):
     import gymnasium as gym
     import jax
 
-    env_id = policy.cfg.env.split(":", 1)[1]
-    venv = gym.vector.SyncVectorEnv([lambda: gym.make(env_id, max_episode_steps=limit)] * n,
+    env_id, kw = policy.cfg.env.split(":", 1)[1], policy.cfg.gym.make_kwargs()
+    venv = gym.vector.SyncVectorEnv([lambda: gym.make(env_id, max_episode_steps=limit, **kw)] * n,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     obs, _ = venv.reset(seed=list(range(seed, seed + n)))
     first = np.asarray(obs, np.float32).copy()

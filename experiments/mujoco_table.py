@@ -6,9 +6,10 @@ tasks against the published 1M-step figures.
     python experiments/mujoco_table.py experiments/results/sweeps/mujoco_v5 \
         experiments/results/sweeps/mujoco_v5_seeds_5_9 --out experiments/results/mujoco_v5
 
-Runs are grouped by env, so several sweeps' directories of the same configuration pool; runs
-of several configurations of one task (a grid, or directories whose options differ) are
-refused, naming the options that differ: one row per task is one configuration's.
+Runs are grouped by task as trained (the env id and its own options, ``--gym.kwargs``), so
+several sweeps' directories of the same configuration pool; runs of several configurations
+of one task (a grid, or directories whose options differ) are refused, naming the options
+that differ: one row per task is one configuration's.
 
 Per task, from the runs' stochastic evaluations (10 episodes each, as Tianshou's):
 
@@ -29,9 +30,9 @@ Per task, from the runs' stochastic evaluations (10 episodes each, as Tianshou's
   / k over its k evaluations, each of n episodes with standard deviation s_i (where the
   records hold no per-episode spread, a seed below its mean at all is a ``decline``).
 
-``--beside DIR`` adds rows for runs of other task versions (e.g. ``Ant-v4``, the task as
-Tianshou's v3 ran it in effect), labelled with their version and left out of the counts
-under the table.
+``--beside DIR`` adds rows for runs of other task versions or options (e.g. ``Ant-v4``,
+the task as Tianshou's v3 ran it in effect, or Ant-v5 without its contact forces),
+labelled with their version and options and left out of the counts under the table.
 
 ``--against DIR`` compares the runs task by task with another configuration's runs of the
 same tasks (e.g. the table's own, for a candidate change to the preset): the difference of
@@ -195,11 +196,19 @@ def decayed_seeds(ev: pd.DataFrame, final: pd.DataFrame, source: str, after: int
     return out
 
 
+def _task_options(ev: pd.DataFrame) -> pd.Series:
+    return ev["gym.kwargs"].fillna("") if "gym.kwargs" in ev else pd.Series("", index=ev.index)
+
+
 def tasks(ev: pd.DataFrame):
     """``ev`` grouped by the task as trained: ((env id, the task's own options, e.g. Ant-v5
     without its contact forces; "" for none), runs)."""
-    kw = ev["gym.kwargs"].fillna("") if "gym.kwargs" in ev else pd.Series("", index=ev.index)
-    return ev.groupby([ev["env"], kw.rename("task_options")])
+    return ev.groupby([ev["env"], _task_options(ev).rename("task_options")])
+
+
+def task_runs(ev: pd.DataFrame, env: str, task_options: str) -> pd.DataFrame:
+    """The rows of ``ev`` of one task as trained (``tasks``' key)."""
+    return ev[(ev["env"] == env) & (_task_options(ev) == task_options)]
 
 
 def one_configuration(ev: pd.DataFrame, what: str) -> None:
@@ -216,7 +225,8 @@ def one_configuration(ev: pd.DataFrame, what: str) -> None:
         if differ:
             values = "; ".join(f"{c} = {', '.join(sorted(g[c].astype(str).unique()))}"
                                for c in differ)
-            print(f"mujoco_table.py: the {what} of {env}{f' ({kw})' if kw else ''} differ in {values}; pass the "
+            task = env + (f" ({kw})" if kw else "")
+            print(f"mujoco_table.py: the {what} of {task} differ in {values}; pass the "
                   f"directories of one configuration (compare two with --against)",
                   file=sys.stderr)
             sys.exit(2)
@@ -250,8 +260,9 @@ _VS_TIANSHOU = ("tianshou_final", "tianshou_final_lo", "tianshou_final_hi",
 
 
 def table(ev: pd.DataFrame, decay_after: int = 500_000, beside: bool = False) -> pd.DataFrame:
-    """One row per task from ``results.load``'s frame of the sweep's runs; ``beside``: rows
-    shown beside the table's own (labelled with their version, not counted)."""
+    """One row per task as trained (``tasks``) from ``results.load``'s frame of the sweep's
+    runs; ``beside``: rows shown beside the table's own (labelled with their version and
+    options, not counted)."""
     source = results.eval_source(ev)
     theirs = results.finals(tianshou_runs(source), source)
     rows = []
@@ -271,7 +282,7 @@ def table(ev: pd.DataFrame, decay_after: int = 500_000, beside: bool = False) ->
                 ratio(f["final"].mean(), tf.mean()), c["p_improvement"], c["p_lo"],
                 c["p_hi"]), strict=True))
         rows.append({
-            "task": task, "env": env, "beside": beside,
+            "task": task, "env": env, "task_options": kw, "beside": beside,
             "label": label(env, kw, beside),
             "seeds": len(f), "env_steps": int(f["env_steps"].max()),
             "final": f["final"].mean(), "final_lo": lo, "final_hi": hi,
@@ -293,12 +304,13 @@ def against(ev: pd.DataFrame, other: pd.DataFrame, reps: int = 2000,
             seed: int = 0) -> pd.DataFrame:
     """Per task both frames have: these runs' and the other's mean final, and ``compare``'s
     difference and P(these > those), each with its CI."""
-    mine, theirs = results.finals(ev), results.finals(other)
+    mine, theirs = dict(iter(tasks(ev))), dict(iter(tasks(other)))
     rows = []
-    for env in sorted(set(mine["env"]) & set(theirs["env"]), key=lambda e: _rank(task_of(e))):
-        a = mine.loc[mine["env"] == env, "final"].to_numpy(float)
-        b = theirs.loc[theirs["env"] == env, "final"].to_numpy(float)
-        rows.append({"task": task_of(env), "env": env, "seeds": len(a), "other_seeds": len(b),
+    for env, kw in sorted(set(mine) & set(theirs), key=lambda k: _rank(task_of(k[0]))):
+        a = results.finals(mine[env, kw])["final"].to_numpy(float)
+        b = results.finals(theirs[env, kw])["final"].to_numpy(float)
+        rows.append({"task": label(env, kw, version=False), "env": env, "task_options": kw,
+                     "seeds": len(a), "other_seeds": len(b),
                      "final": a.mean(), "other_final": b.mean(),
                      **compare(a, b, reps, seed)})
     return pd.DataFrame(rows)
@@ -407,7 +419,7 @@ def plot(ev: pd.DataFrame, t: pd.DataFrame, path: Path,
         return steps, wide
 
     for ax, r in zip(axes.flat, t.itertuples()):
-        steps, wide = curve(ev[ev["env"] == r.env])
+        steps, wide = curve(task_runs(ev, r.env, r.task_options))
         band = np.array([bootstrap_ci(row) for row in wide.to_numpy()])
         ax.plot(steps, wide.mean(1), color="C0", label="pgjax (mean of seeds)")
         ax.fill_between(steps, band[:, 0], band[:, 1], color="C0", alpha=0.25, lw=0)
@@ -419,7 +431,8 @@ def plot(ev: pd.DataFrame, t: pd.DataFrame, path: Path,
                           f"{own['env'].iloc[0].split(':', 1)[-1].rsplit('-', 1)[-1]})")
         if r.tianshou is not None and not np.isnan(r.tianshou):
             ax.axhline(r.tianshou, color="C3", ls="--", lw=1, label="Tianshou 1M (best)")
-        ax.set_title(f"{r.env.split(':', 1)[-1]} ({r.seeds} seeds)")
+        ax.set_title(f"{label(r.env, r.task_options)} ({r.seeds} seeds)",
+                     fontsize=10 if r.task_options else None)
         ax.set_xlabel("env steps")
     for ax in list(axes.flat)[n:]:
         ax.axis("off")
@@ -442,7 +455,7 @@ def main():
                    help="another configuration's runs of the same tasks: per task, the "
                         "difference of the finals and P(these > those), in against.{csv,md}")
     a = p.parse_args()
-    ev = load(a.runs, "runs")
+    own = ev = load(a.runs, "runs")
     t = table(ev, a.decay_after)
     if a.beside:
         ev_beside = load(a.beside, "--beside runs")
@@ -456,7 +469,7 @@ def main():
     plot(ev, t, out / "curves.png", a.title)
     print(markdown(t))
     if a.against:
-        c = against(ev, load(a.against, "--against runs"))
+        c = against(own, load(a.against, "--against runs"))
         c.to_csv(out / "against.csv", index=False)
         (out / "against.md").write_text(against_markdown(c))
         print(against_markdown(c))

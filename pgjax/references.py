@@ -56,12 +56,17 @@ def register_reference(env: str, random: float, random_command: str, maximum: fl
     return REFERENCES[env]
 
 
-def reference_for(env: str, episode_length: int | None) -> tuple[Reference | None, str]:
+def reference_for(env: str, episode_length: int | None,
+                  task_options: str = "") -> tuple[Reference | None, str]:
     """(the references of ``env`` at time limit ``episode_length`` (None: the task's own),
-    "") or (None, why the task is shown unnormalised)."""
+    "") or (None, why the task is shown unnormalised); ``task_options``: the run's options
+    that change the task (``pgjax.envs.task_options``), for which no reference holds."""
     ref = REFERENCES.get(env)
     if ref is None:
         return None, f"{env} has no reference scores (pgjax.references)"
+    if task_options:
+        return None, (f"{env} runs with its own options ({task_options}); its references "
+                      f"are for the task's defaults")
     if episode_length is not None and episode_length != ref.episode_length:
         return None, (f"{env} runs with a {episode_length}-step time limit; its references "
                       f"are for {ref.episode_length} steps")

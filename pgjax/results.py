@@ -40,6 +40,7 @@ import pandas as pd
 
 from pgjax.errors import ConfigError
 from pgjax.options import exact, fill_label, flat_options, format_option as _fmt
+from pgjax.envs import task_options
 from pgjax.references import reference_for
 from pgjax.rundir import (check_metrics, inspect, metrics_file, metrics_text, read_json,
                           run_status)
@@ -126,8 +127,11 @@ def _grid_label(record: dict, run: dict) -> str:
 
 def runs(paths, include_unfinished: bool = False, command: str = "results") -> pd.DataFrame:
     """One row per run found at or under ``paths``: the ``RUN_COLUMNS``, ``root`` (its run
-    directory), ``id``, ``hparams`` (its traced hyperparameters: the grid point), ``eval_every``, ``episode_length`` (the time limit, None: the task's own), the
-    failure (``failed_update``, ``error``) and ``.attrs["options"]`` ({dir: flat options}).
+    directory), ``id``, ``hparams`` (its traced hyperparameters: the grid point),
+    ``eval_every``, ``episode_length`` (the time limit, None: the task's own),
+    ``task_options`` (options that change the task, ``pgjax.envs.task_options``; "" for
+    none), the failure (``failed_update``, ``error``) and ``.attrs["options"]`` ({dir: flat
+    options}).
     Unfinished directories are noted on stderr, as ``pgjax <command>`` (their runs have
     status ``unfinished`` and are read only with ``include_unfinished``; ``command=""``:
     no note)."""
@@ -159,11 +163,12 @@ def runs(paths, include_unfinished: bool = False, command: str = "results") -> p
                          "root": str(root), "id": r["id"], "hparams": r.get("hparams", {}),
                          "labelled": bool(label),
                          "episode_length": c.get("episode_length"),
+                         "task_options": task_options(c["env"], c),
                          "eval_every": int(c.get("eval_every", 1)),
                          "used": used, "failed_update": (failure or {}).get("update"),
                          "error": (failure or {}).get("error")})
     table = pd.DataFrame(rows, columns=RUN_COLUMNS + [
-        "root", "id", "hparams", "labelled", "episode_length", "eval_every", "used",
+        "root", "id", "hparams", "labelled", "episode_length", "task_options", "eval_every", "used",
         "failed_update", "error"])
     table["failed_update"] = table["failed_update"].astype("Int64")
     _tell_apart(table, options)
@@ -400,9 +405,10 @@ def finals(df: pd.DataFrame, source: str = "auto", window: float = FINAL_WINDOW)
         last=("value", "last")).reset_index()
     lengths = {r: None if pd.isna(n) else int(n) for r, n in
                zip(table["run"], table["episode_length"])} if table is not None else {}
+    changed = dict(zip(table["run"], table["task_options"])) if table is not None else {}
     scores, notes = [], []
     for env, run, final in zip(out["env"], out["run"], out["final"]):
-        ref, why = reference_for(env, lengths.get(run))
+        ref, why = reference_for(env, lengths.get(run), changed.get(run, ""))
         scores.append(float(ref.normalise(final)) if ref else np.nan)
         notes.append(why)
     out["score"], out["reference"], out["source"] = scores, notes, source

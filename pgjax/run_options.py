@@ -18,11 +18,15 @@ EVAL_MODES = ("auto", "deterministic", "stochastic", "both")
 DIAGNOSTICS = ("cheap", "full")
 
 
+MAX_NAME_BYTES = 255  # a directory name on the common file systems
+
+
 def name_part(text: str) -> str:
-    """``text`` (an env id, an option's value) as part of a run directory's name: the
-    separators of paths and env families (``/``, ``\\``, ``:``) become ``-`` and whitespace
-    is dropped, so a namespaced id (``gym:ns/Env-v0``) names one directory."""
-    return re.sub(r"\s+", "", re.sub(r"[/\\:]", "-", text))
+    """``text`` (an env id, an option's value) as part of a run directory's name: whitespace
+    and quotes dropped, every other character but letters, digits and ``. _ , = + -`` made
+    ``-`` (path and family separators, brackets that shells and ``--only`` globs read), so
+    a namespaced id (``gym:ns/Env-v0``) or a tuple value names one plain directory."""
+    return re.sub(r"[^A-Za-z0-9._,=+-]", "-", re.sub(r"[\s'\"]+", "", text))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,6 +201,11 @@ class RunOptions:
                                       or self.name in ("", ".", "..") or "\\" in self.name):
             raise ConfigError(f"run name '{self.name}' must be one directory name inside --out; "
                               f"pass --name without '/' or '..' (use --out for the parent)")
+        if self.name is not None and len(self.name.encode()) > MAX_NAME_BYTES:
+            raise ConfigError(f"run name '{self.name[:40]}...' is {len(self.name.encode())} "
+                              f"bytes, more than a directory name may hold "
+                              f"({MAX_NAME_BYTES}); pass a shorter --name (in a sweep: "
+                              f"shorter [static] values or env ids)")
         check_choice(self.diagnostics, DIAGNOSTICS, "diagnostics", "--diagnostics")
         check_choice(self.eval_mode, EVAL_MODES, "eval_mode", "--eval-mode")
         if self.anneal_steps is not None:

@@ -174,7 +174,7 @@ class Sweep:
                             raise ConfigError(f"two groups of the sweep would share the "
                                               f"directory {cfg.name}; list each [static] "
                                               f"value once, and tell values apart by more "
-                                              f"than spaces, '/', '\\' or ':'")
+                                              f"than spaces, quotes and punctuation")
                         groups[cfg.name] = cfg
         from pgjax.train import check
 

@@ -3,6 +3,8 @@ truncation bootstrapping from the real final observation, seeding, and host step
 the compiled program."""
 from __future__ import annotations
 
+import re
+
 import gymnasium as gym
 import jax
 import jax.numpy as jnp
@@ -331,6 +333,26 @@ def test_a_run_resumes_under_another_vectorization_but_not_other_settings(tmp_pa
             cfg, gym=GymOptions(vectorization="sync", kwargs="sutton_barto_reward=True")), root)
 
 
+def test_task_options_parse_as_keyword_literals_or_are_one_line():
+    ok = GymOptions(kwargs="healthy_z_range=(0.2, 1.0), ctrl_cost_weight=-1e-3, name='a',")
+    assert ok.make_kwargs() == {"healthy_z_range": (0.2, 1.0), "ctrl_cost_weight": -1e-3,
+                                "name": "a"}
+    assert GymOptions(kwargs="  ").make_kwargs() == {}
+    for bad, why in [("a=1)(b=2", "not one list"), ("a=1), g(b=2", "not one list"),
+                     ("a=1)(", "not one list"), ("a=", "not valid Python"),
+                     ("1", "a value without a name"), ("**d", "not a keyword argument"),
+                     ("a=1, a=2", "a is given twice"), ("a=b", "the value of a is not a literal"),
+                     ("a=dict(b=1)", "not a literal"), ("a=f'x'", "not a literal"),
+                     ("x=" + "-" * 1990 + "1", "not a literal"),
+                     ("x=" + "-" * 5000 + "1", "more than 2,000"),
+                     ("render_mode='human'", "pgjax render sets it"),
+                     ("max_episode_steps=5", "pass --episode-length")]:
+        with pytest.raises(ConfigError, match=re.escape(why)):
+            GymOptions(kwargs=bad).validate()
+    with pytest.raises(ConfigError, match="must be a string"):
+        GymOptions(kwargs={"a": 1}).validate()
+
+
 def test_the_tasks_own_options_reach_every_env_it_makes(tmp_path, capsys):
     """--gym.kwargs goes to gymnasium.make in this process, in the worker processes and in
     evaluation: Hopper-v5 that keeps its x position observes 12 numbers instead of 11 (a
@@ -351,8 +373,8 @@ def test_the_tasks_own_options_reach_every_env_it_makes(tmp_path, capsys):
     assert np.asarray(action).shape == (1, 3)
     assert main(["eval", str(tmp_path / "kw"), "--episodes", "2"]) == 0
     capsys.readouterr()
-    for bad, match in (("nope=1", "does not take --gym.kwargs 'nope=1'"),
-                       ("x=fast", "the value of x is not a Python literal"),
+    for bad, match in (("nope=1", "refused --gym.kwargs 'nope=1' (TypeError"),
+                       ("x=fast", "the value of x is not a literal"),
                        ("max_episode_steps=9", "pass --episode-length")):
         assert main([*args, "--name", "bad", "--gym.kwargs", bad]) == 2
         err = capsys.readouterr().err.strip()

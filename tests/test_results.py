@@ -309,6 +309,28 @@ def test_mujoco_table_pools_one_configuration_and_refuses_two(tmp_path, capsys):
                    "--against)")
 
 
+def test_mujoco_table_keeps_a_tasks_own_options_apart_and_unscored(tmp_path):
+    """Runs of one env id with other --gym.kwargs are another task: their own row (labelled
+    with the options), their own curve, compared only with runs of the same options, and
+    never scored against the default task's references."""
+    table = _experiment("mujoco_table")
+    ant = TrainConfig(env="gym:Ant-v5")
+    kw = "include_cfrc_ext_in_observation=False"
+    fake_run_dir(tmp_path / "plain", [0, 1], ant.to_dict(), curve=lambda seed, i: 1000.0)
+    fake_run_dir(tmp_path / "kw", [0, 1], ant.with_options({"gym.kwargs": kw}).to_dict(),
+                 curve=lambda seed, i: 3000.0)
+    ev = r.load([tmp_path])
+    table.one_configuration(ev, "runs")  # two tasks, one configuration each
+    t = table.table(ev, decay_after=1500, beside=True).set_index("label")
+    assert t.loc["Ant-v5", "final"] == 1000.0 and t.loc[f"Ant-v5 ({kw})", "final"] == 3000.0
+    finals = r.finals(ev).set_index("run")
+    assert finals.loc["plain/seed0", "score"] == pytest.approx((1000 + 62.27) / (3879.7 + 62.27))
+    assert np.isnan(finals.loc["kw/seed0", "score"])
+    assert "its own options (kwargs=" in finals.loc["kw/seed0", "reference"]
+    c = table.against(ev, r.load([tmp_path / "plain"])).set_index("task")
+    assert list(c.index) == ["Ant"] and c.loc["Ant", "final"] == 1000.0
+
+
 def test_tianshou_curves_in_the_anchor_file_give_its_published_figures():
     """experiments/anchors/tianshou_ppo_mujoco.csv: 10 seeds per task, evaluated every
     30,720 steps to 1,013,760 (pgjax's own evaluation grid at the table's settings); the

@@ -75,8 +75,9 @@ def test_distinct_grid_values_never_share_a_run_directory(tmp_path):
 
 def test_namespaced_ids_and_option_strings_name_one_directory(tmp_path):
     """A Gymnasium id with a namespace (``gym:phys2d/CartPole-v1``) and a [static] string
-    with spaces name one directory each, for a run's default name and a sweep's groups;
-    values that differ only in such characters are refused before anything runs."""
+    with spaces name one plain directory each, for a run's default name and a sweep's
+    groups; values that differ only in such characters, and names longer than a directory
+    name may be, are refused before anything runs."""
     from pgjax import TrainConfig
     from pgjax.config import ConfigError
     from pgjax.sweep import Sweep
@@ -93,6 +94,9 @@ def test_namespaced_ids_and_option_strings_name_one_directory(tmp_path):
     spec["static"] = {"gym.kwargs": ["sutton_barto_reward=True", "sutton_barto_reward = True"]}
     with pytest.raises(ConfigError, match="would share the directory"):
         Sweep.from_dict(spec)
+    long = TrainConfig(env="gym:CartPole-v1", name="r" * 256)
+    with pytest.raises(ConfigError, match="256 bytes, more than a directory name may hold"):
+        long.validate()
 
 
 def test_a_copied_run_directory_resumes_under_its_new_name(tmp_path):

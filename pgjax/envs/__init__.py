@@ -59,6 +59,20 @@ def family_of(env_id: str) -> tuple[EnvFamily, str]:
     return ENV_FAMILIES.get(prefix), name
 
 
+def task_options(env_id: str, recorded: dict) -> str:
+    """The options of a recorded run's config (``config.json``'s ``"config"``) that change its
+    task itself, as ``field=value`` text ("" for the task as registered): the fields its
+    family's options class lists in ``TASK`` (``--gym.kwargs``). A run with them is not
+    the task that references and published figures are for."""
+    prefix = env_id.partition(":")[0]
+    family = ENV_FAMILIES.get(prefix) if prefix in ENV_FAMILIES else None
+    if family is None or family.options is None:
+        return ""
+    section = recorded.get(family.options_key) or {}
+    return " ".join(f"{f}={section[f]}" for f in getattr(family.options, "TASK", ())
+                    if section.get(f))
+
+
 def make_env(env_id: str, num_envs: int, episode_length: int | None = None,
              options=None, observe: str = "full"):
     """Build a batched environment from an id such as ``brax:ant``, ``jax:cartpole`` or

@@ -52,7 +52,9 @@ AUTO_MIN_ENVS_PER_WORKER = 16
 # gymnasium.make's own arguments, which pgjax sets: where a user says what they want instead
 _MAKE_OWN = {"max_episode_steps": "pass --episode-length",
              "disable_env_checker": "it is always off",
-             "render_mode": "pgjax render sets it"}
+             "render_mode": "pgjax render sets it",
+             "width": "pgjax render --width sets it", "height": "pgjax render --height sets it"}
+MAX_KWARGS_CHARS = 2000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +78,9 @@ class GymOptions:
     # fields that change how fast the envs are stepped, never a result: a run resumes
     # under other values
     SPEED_ONLY = ("vectorization", "workers")
+    # fields that change the task itself: references and published figures are for the
+    # task without them (pgjax.envs.task_options)
+    TASK = ("kwargs",)
 
     def in_process(self) -> "GymOptions":
         """These settings for stepping in this process (evaluation, rendering)."""
@@ -91,31 +96,46 @@ class GymOptions:
     def make_kwargs(self) -> dict:
         """``kwargs`` as a dict (a ConfigError naming the problem where it is not
         ``name=literal, ...``)."""
-        if not self.kwargs.strip():
-            return {}
+        text = self.kwargs
         fix = ("write --gym.kwargs as name=value pairs with Python literals, e.g. "
-               "'include_cfrc_ext_in_observation=False, ctrl_cost_weight=0.05'")
+               "'include_cfrc_ext_in_observation=False, healthy_z_range=(0.3, 1.0)'")
+        if not isinstance(text, str):
+            raise ConfigError(f"--gym.kwargs must be a string, got {type(text).__name__} "
+                              f"{text!r}; {fix}")
+        if not text.strip():
+            return {}
+
+        def refuse(why):
+            return ConfigError(f"--gym.kwargs {text[:80]!r}{'...' if len(text) > 80 else ''} "
+                               f"is not keyword arguments ({why}); {fix}")
+
+        if len(text) > MAX_KWARGS_CHARS:
+            raise refuse(f"{len(text):,} characters, more than {MAX_KWARGS_CHARS:,}")
         try:
-            call = ast.parse(f"f({self.kwargs})", mode="eval").body
-            if call.args:
-                raise ValueError("a value without a name")
-            if any(k.arg is None for k in call.keywords):
-                raise ValueError("** is not a keyword argument")
-            out = {}
-            for k in call.keywords:
-                if k.arg in out:
-                    raise ValueError(f"{k.arg} is given twice")
-                if k.arg in _MAKE_OWN:
-                    raise ValueError(f"{k.arg} is pgjax's to set: {_MAKE_OWN[k.arg]}")
-                try:
-                    out[k.arg] = ast.literal_eval(k.value)
-                except ValueError:
-                    raise ValueError(f"the value of {k.arg} is not a Python literal; write "
-                                     f"strings in quotes") from None
-            return out
-        except (SyntaxError, ValueError) as e:
-            raise ConfigError(f"--gym.kwargs {self.kwargs!r} is not keyword arguments "
-                              f"({e}); {fix}") from None
+            call = ast.parse(f"f({text})", mode="eval").body
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            raise refuse("not valid Python") from None
+        # exactly one call of the wrapper: "a=1)(b=2" or "a=1), g(b=2" are something else
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                and call.func.id == "f"):
+            raise refuse("not one list of name=value pairs")
+        if call.args:
+            raise refuse("a value without a name")
+        out = {}
+        for k in call.keywords:
+            if k.arg is None:
+                raise refuse("** is not a keyword argument")
+            if k.arg in out:
+                raise refuse(f"{k.arg} is given twice")
+            if k.arg in _MAKE_OWN:
+                raise refuse(f"{k.arg} is pgjax's to set: {_MAKE_OWN[k.arg]}")
+            try:
+                out[k.arg] = ast.literal_eval(k.value)
+            except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+                raise refuse(f"the value of {k.arg} is not a literal: a number, a string in "
+                             f"quotes, True, False, None, or a tuple, list or dict of "
+                             f"those") from None
+        return out
 
     def resolve(self, n: int, portable: bool = True) -> tuple[str, int]:
         """(sync, workers or async; the number of worker processes) for n envs in all;
@@ -245,11 +265,12 @@ class GymEnv:
             raise ConfigError(f"gym:{env_id} needs a missing dependency ({e}); install pgjax "
                               f"with its dependencies (pip install -e .) or the env's own "
                               f"extra, e.g. pip install 'gymnasium[mujoco]'") from None
-        except (TypeError, ValueError) as e:
+        except Exception as e:  # noqa: BLE001 - the task's constructor ran the user's options
             if not kwargs:
                 raise
-            raise ConfigError(f"gym:{env_id} does not take --gym.kwargs {options.kwargs!r} "
-                              f"({e}); pass only options its constructor accepts") from None
+            raise ConfigError(f"gym:{env_id} refused --gym.kwargs {options.kwargs!r} "
+                              f"({type(e).__name__}: {e}); pass only options its constructor "
+                              f"accepts, with values it takes") from None
         try:
             obs = _ObsCodec(env_id, probe.observation_space)
             action, bounds = _action_space(env_id, probe.action_space)
