@@ -3,7 +3,7 @@ the session (in-process, the xdist workers and the `pgjax` subprocesses), fresh 
 so that timings measured from a clean checkout stay honest (set PGJAX_COMPILE_CACHE to keep one
 across sessions); and for the fast subset (`-m "not slow"`, whose programs are tiny and
 compile-bound) XLA's backend optimisation level 0 and its CPU loop emitters in place of the
-fusion emitters, which together compile a training program in about half the time the defaults take
+fusion emitters, which together compile a training program in about 0.4 of the defaults' time
 (benchmarks/README.md). The learning tests run at XLA's defaults, as users' runs do."""
 import atexit
 import os
