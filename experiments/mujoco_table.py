@@ -431,8 +431,9 @@ def plot(ev: pd.DataFrame, t: pd.DataFrame, path: Path,
                           f"{own['env'].iloc[0].split(':', 1)[-1].rsplit('-', 1)[-1]})")
         if r.tianshou is not None and not np.isnan(r.tianshou):
             ax.axhline(r.tianshou, color="C3", ls="--", lw=1, label="Tianshou 1M (best)")
-        ax.set_title(f"{label(r.env, r.task_options)} ({r.seeds} seeds)",
-                     fontsize=10 if r.task_options else None)
+        ax.set_title(f"{label(r.env)} ({r.seeds} seeds)"
+                     + (f"\n{r.task_options}" if r.task_options else ""),
+                     fontsize=8 if r.task_options else None)
         ax.set_xlabel("env steps")
     for ax in list(axes.flat)[n:]:
         ax.axis("off")

@@ -12,12 +12,14 @@ where ``HOMES`` says so, experiments/README.md) and is computed here through
   out=experiments/results --plot``): the trust-region table, final returns,
   reference-normalised aggregates and probabilities of improvement with fixed bootstrap seeds;
 - ``mujoco-table``: the Gymnasium MuJoCo-v5 table (``experiments/mujoco_table.py``), with
-  the Ant-v4 runs beside it;
+  the Ant-v4 runs and Ant-v5 without its contact forces beside it;
 - ``dmc-table``: the DM Control table (``experiments/dmc_table.py``);
 - ``tianshou-settings`` (experiments/README.md, experiment 14g): the MuJoCo-v5 table at
   Tianshou's own settings and its comparison with the preset's table, task by task;
 - ``preset-changes`` (experiments/README.md, experiment 14g): the two pendulums under the
-  four combinations of the preset's two changes.
+  four combinations of the preset's two changes;
+- ``ant-observation`` (experiments/README.md, experiment 14h): Ant-v5 with and without its
+  contact forces in the observation (and their cost), beside Ant-v4.
 """
 from __future__ import annotations
 
@@ -139,7 +141,8 @@ def _runs(mt, *dirs: Path):
 def mujoco_table() -> str:
     mt = _experiment("mujoco_table")
     t = mt.table(_runs(mt, SWEEPS / "mujoco_v5", SWEEPS / "mujoco_v5_seeds_5_9"))
-    beside = mt.table(_runs(mt, SWEEPS / "mujoco_ant_v4"), beside=True)
+    beside = mt.table(_runs(mt, SWEEPS / "mujoco_ant_v4", SWEEPS / "ant_v5_as_v4"),
+                      beside=True)
     return mt.markdown(mt.ordered(pd.concat([t, beside], ignore_index=True))).strip("\n")
 
 
@@ -216,10 +219,47 @@ def preset_changes() -> str:
     return "\n".join(lines)
 
 
+def ant_observation() -> str:
+    """Ant under the preset, seeds 0-4: as registered, without the contact forces in the
+    observation (and their cost), and Ant-v4: final [CI], per seed, / Tianshou's final; then
+    each --gym.kwargs variant against Ant-v5 as registered on the same seeds."""
+    from pgjax import results
+    from pgjax.results import bootstrap_ci
+
+    mt = _experiment("mujoco_table")
+    n = mt._num
+    default = _runs(mt, SWEEPS / "mujoco_v5")
+    variants = {"Ant-v5 as registered (the table's seeds 0-4)":
+                default[default["env"] == "gym:Ant-v5"]}
+    for (env, kw), g in mt.tasks(_runs(mt, SWEEPS / "ant_v5_as_v4")):
+        variants[f"Ant-v5, `{kw}`"] = g
+    variants["Ant-v4 (experiment 14c)"] = _runs(mt, SWEEPS / "mujoco_ant_v4")
+    source = results.eval_source(default)
+    theirs = results.finals(mt.tianshou_runs(source), source)
+    tf = theirs.loc[theirs["env"].map(mt.task_of) == "Ant", "final"].to_numpy(float)
+    finals = {k: results.finals(ev, source)["final"].to_numpy(float)
+              for k, ev in variants.items()}
+    base = finals[next(iter(finals))]
+    lines = ["| Ant, seeds 0-4, `--preset mujoco` | final [95% CI] | per seed | "
+             "/ Tianshou's final | difference from Ant-v5 as registered [95% CI] | P(these > "
+             "those) |", "|---|---|---|---:|---|---:|"]
+    for i, (name, f) in enumerate(finals.items()):
+        lo, hi = bootstrap_ci(f)
+        d = mt.compare(f, base)
+        vs = "" if i == 0 else (f"{n(d['difference'])} [{n(d['difference_lo'])}, "
+                                f"{n(d['difference_hi'])}] | {d['p_improvement']:.2f}")
+        lines.append(f"| {name} | {n(f.mean())} [{n(lo)}, {n(hi)}] | "
+                     f"{', '.join(n(x) for x in f)} | {f.mean() / tf.mean():.2f} | "
+                     f"{vs or '— | —'} |")
+    return "\n".join(lines)
+
+
 BLOCKS = {"quickstart-claims": render, "mujoco-table": mujoco_table, "dmc-table": dmc_table,
-          "tianshou-settings": tianshou_settings, "preset-changes": preset_changes}
+          "tianshou-settings": tianshou_settings, "preset-changes": preset_changes,
+          "ant-observation": ant_observation}
 # the blocks of experiments/README.md; the others are README.md's
-HOMES = {"tianshou-settings": EXPERIMENTS_README, "preset-changes": EXPERIMENTS_README}
+HOMES = {"tianshou-settings": EXPERIMENTS_README, "preset-changes": EXPERIMENTS_README,
+         "ant-observation": EXPERIMENTS_README}
 
 
 def home(name: str) -> Path:

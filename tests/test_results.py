@@ -150,7 +150,7 @@ def test_a_sweep_group_names_itself_with_label(tmp_path):
 
 
 @pytest.mark.parametrize("block", ["quickstart-claims", "mujoco-table", "dmc-table",
-                                   "tianshou-settings", "preset-changes"])
+                                   "tianshou-settings", "preset-changes", "ant-observation"])
 def test_readme_figures_match_the_committed_records(block):
     """Each README block of figures (README.md's, or experiments/README.md's) is what
     experiments/readme_claims.py computes from the committed records (a rerun that differs
