@@ -288,7 +288,7 @@ def test_sweep_files_of_the_wrong_form_are_one_line(tmp_path, capsys):
     bad = {"grid = 5": "'grid'", "config = 3": "'config'", "name = 5": "'name'",
            'algos = [1]\nenvs = ["jax:cartpole"]': "'algos'",
            '[static]\n"net.actor_hidden" = [[64, [1]]]': "list of integers",
-           '[static]\ngamma = [0.9, 0.9]': "both named"}
+           '[static]\ngamma = [0.9, 0.9]': "would share the directory"}
     for body, words in bad.items():
         f = tmp_path / "s.toml"
         head = "" if body.startswith("algos") else 'algos = ["ppo"]\nenvs = ["jax:cartpole"]\n'
