@@ -1,6 +1,7 @@
 """Compile and run time of small training programs under XLA's CPU flags: the defaults (users'
 runs and the learning tests), backend optimisation level 0, and level 0 with the loop emitters
-in place of the fusion emitters (the fast test subset's flags, tests/conftest.py). Each
+in place of the fusion emitters (the fast test subset's flags, tests/conftest.py), and the
+loop emitters alone at the default level (a candidate for users' runs). Each
 setting runs in its own process with no compilation cache; the settings alternate over
 ``--repeats`` rounds and the table reports the best of each.
 
@@ -20,6 +21,7 @@ SETTINGS = {
     "level 0": "--xla_backend_optimization_level=0",
     "level 0, loop emitters": ("--xla_backend_optimization_level=0 "
                                "--xla_cpu_use_fusion_emitters=false"),
+    "loop emitters": "--xla_cpu_use_fusion_emitters=false",  # at the default level
 }
 # programs of the fast subset's size: 8 envs x 32 steps, two vmapped seeds
 PROGRAMS = [("jax:cartpole", "ppo"), ("jax:cartpole", "trpo"),
