@@ -331,6 +331,12 @@ def test_a_run_resumes_under_another_vectorization_but_not_other_settings(tmp_pa
     with pytest.raises(ConfigError, match="kwargs"):  # the task's own options are the task
         check_resumable(dataclasses.replace(
             cfg, gym=GymOptions(vectorization="sync", kwargs="sutton_barto_reward=True")), root)
+    # ... compared by what they pass, not how they are typed
+    spelled = cfg.with_options({"gym.kwargs": "sutton_barto_reward = True,"}, "a test")
+    assert spelled.gym.kwargs == "sutton_barto_reward=True"
+    kw_root = run(dataclasses.replace(spelled, name="kw")).root
+    check_resumable(dataclasses.replace(
+        cfg, name="kw", gym=GymOptions(kwargs="sutton_barto_reward=True")), kw_root)
 
 
 def test_task_options_parse_as_keyword_literals_or_are_one_line():

@@ -73,7 +73,8 @@ class GymOptions:
     kwargs: str = ""
     """Keyword arguments for gymnasium.make, written as in a call with Python literals (e.g.
     'include_cfrc_ext_in_observation=False, ctrl_cost_weight=0.05'): the task's own options.
-    They change the task, so a run records them and resumes only under the same ones."""
+    They change the task, so a run records them (in one spelling: name=repr(value), in the
+    order given) and resumes only under the same ones."""
 
     # fields that change how fast the envs are stepped, never a result: a run resumes
     # under other values
@@ -81,6 +82,16 @@ class GymOptions:
     # fields that change the task itself: references and published figures are for the
     # task without them (pgjax.envs.task_options)
     TASK = ("kwargs",)
+
+    def __post_init__(self):
+        # one spelling per set of options ('a = 1' is 'a=1'), so that records and resumes
+        # compare what is passed, not how it was typed; what does not parse is left for
+        # validate to refuse
+        try:
+            kwargs = self.make_kwargs()
+        except ConfigError:
+            return
+        object.__setattr__(self, "kwargs", ", ".join(f"{k}={v!r}" for k, v in kwargs.items()))
 
     def in_process(self) -> "GymOptions":
         """These settings for stepping in this process (evaluation, rendering)."""
