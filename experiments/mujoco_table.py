@@ -206,11 +206,6 @@ def tasks(ev: pd.DataFrame):
     return ev.groupby([ev["env"], _task_options(ev).rename("task_options")])
 
 
-def task_runs(ev: pd.DataFrame, env: str, task_options: str) -> pd.DataFrame:
-    """The rows of ``ev`` of one task as trained (``tasks``' key)."""
-    return ev[(ev["env"] == env) & (_task_options(ev) == task_options)]
-
-
 def one_configuration(ev: pd.DataFrame, what: str) -> None:
     """Exit with a one-line error (code 2) when a task's runs in ``ev`` (``results.load``'s
     frame: a column per recorded option, a grid point's own value in its runs) differ in
@@ -418,8 +413,9 @@ def plot(ev: pd.DataFrame, t: pd.DataFrame, path: Path,
         steps = pts.groupby("point")["env_steps"].max().loc[wide.index]
         return steps, wide
 
+    runs = dict(iter(tasks(ev)))
     for ax, r in zip(axes.flat, t.itertuples()):
-        steps, wide = curve(task_runs(ev, r.env, r.task_options))
+        steps, wide = curve(runs[r.env, r.task_options])
         band = np.array([bootstrap_ci(row) for row in wide.to_numpy()])
         ax.plot(steps, wide.mean(1), color="C0", label="pgjax (mean of seeds)")
         ax.fill_between(steps, band[:, 0], band[:, 1], color="C0", alpha=0.25, lw=0)

@@ -403,12 +403,13 @@ def finals(df: pd.DataFrame, source: str = "auto", window: float = FINAL_WINDOW)
     out = tail.groupby(RUN_COLUMNS, sort=False).agg(
         env_steps=("env_steps", "max"), final=("value", "mean"), k=("value", "size"),
         last=("value", "last")).reset_index()
-    lengths = {r: None if pd.isna(n) else int(n) for r, n in
-               zip(table["run"], table["episode_length"])} if table is not None else {}
-    changed = dict(zip(table["run"], table["task_options"])) if table is not None else {}
+    # what decides whether the task's references hold: its time limit and own options
+    task = {r: (None if pd.isna(n) else int(n), o) for r, n, o in
+            zip(table["run"], table["episode_length"], table["task_options"])} \
+        if table is not None else {}
     scores, notes = [], []
     for env, run, final in zip(out["env"], out["run"], out["final"]):
-        ref, why = reference_for(env, lengths.get(run), changed.get(run, ""))
+        ref, why = reference_for(env, *task.get(run, (None, "")))
         scores.append(float(ref.normalise(final)) if ref else np.nan)
         notes.append(why)
     out["score"], out["reference"], out["source"] = scores, notes, source
