@@ -7,8 +7,10 @@
 """
 from __future__ import annotations
 
+import argparse
 import os
 import sys
+from pathlib import Path
 
 USAGE = """usage: pgjax <command> [options]
 
@@ -22,12 +24,78 @@ commands:
   presets   list the named presets (pgjax train --preset NAME) with their sources and values
 
 exit codes: 0 done; 2 bad input, refused before anything ran; 3 some runs failed (diverged
-or an update rule's error; the others finished, see status.json)
+or an update rule's error; the others finished, see status.json), or the storage failed
+(full, read-only) while training; 130 Ctrl-C and 143 SIGTERM (finished chunks recorded)
 
 train and sweep keep compiled programs in a per-user cache (~/.cache/pgjax/jax, or
 $PGJAX_COMPILE_CACHE), so a rerun of the same configuration starts in seconds;
 --no-compile-cache (or PGJAX_COMPILE_CACHE=off) turns it off.
 """
+
+
+def plain(text: str) -> str:
+    """``text`` without reStructuredText markup, to read in a terminal: ````code```` and
+    ``:role:`name``` as their text, a paragraph's closing ``::`` as ``:``."""
+    import re
+
+    text = re.sub(r":[a-z]+:`([^`]+)`", r"\1", text)
+    text = re.sub(r"``([^`]+)``", r"\1", text)
+    text = re.sub(r"`([^`]+)`", r"\1", text)
+    return re.sub(r"::$", ":", text, flags=re.M)
+
+
+def help_text(doc: str) -> str:
+    """A command's description from its module docstring: the first paragraph and the
+    examples after it (indented blocks, and a paragraph that introduces one with ``::``),
+    as plain text."""
+    paragraphs = doc.strip("\n").split("\n\n")
+    keep = paragraphs[:1]
+    for p in paragraphs[1:]:
+        if not (p.startswith("    ") or p.rstrip().endswith("::")):
+            break
+        keep.append(p)
+    return plain("\n\n".join(keep))
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """The parser of a ``pgjax`` command (eval, render, plot, sweep): its description is its
+    module docstring as plain text, and bad arguments are one line (exit 2) that names the
+    option probably meant: ``unrecognized arguments: '--epsiodes' (did you mean
+    '--episodes'?) 3``."""
+
+    def __init__(self, prog: str, doc: str, **kw):
+        super().__init__(prog=prog, description=help_text(doc),
+                         formatter_class=argparse.RawDescriptionHelpFormatter, **kw)
+
+    def add_argument(self, *args, **kw):
+        if isinstance(kw.get("help"), str):
+            kw["help"] = plain(kw["help"])
+        return super().add_argument(*args, **kw)
+
+    def parse_args(self, args=None, namespace=None):
+        from pgjax.errors import did_you_mean
+
+        namespace, extra = self.parse_known_args(args, namespace)
+        if extra:
+            flags = [f for f in self._option_string_actions if f.startswith("--")]
+            self.error("unrecognized arguments: " + " ".join(
+                f"'{a.split('=')[0]}'{hint}" if (hint := did_you_mean(a.split("=")[0], flags))
+                else a for a in (str(x) for x in extra)))
+        return namespace
+
+    def error(self, message: str):
+        import re
+
+        from pgjax.errors import did_you_mean
+
+        choice = re.match(r"argument (\S+): invalid choice: '([^']*)' \(choose from (.*)\)$",
+                          message)
+        if choice:
+            name, value = choice.group(1), choice.group(2)
+            allowed = re.findall(r"'([^']*)'", choice.group(3))
+            message = (f"invalid {name} '{value}'{did_you_mean(value, allowed)}; pass {name} "
+                       f"with one of {', '.join(allowed)}")
+        self.exit(2, f"{self.prog}: error: {message}; see {self.prog} --help\n")
 
 
 def _tyro(cls, argv: list[str], **kw):
@@ -52,11 +120,37 @@ def _tyro(cls, argv: list[str], **kw):
         rules = [i for i, line in enumerate(lines) if line and set(line) <= set("-─")]
         message = " ".join(x for x in lines[rules[0] + 1:rules[1]] if x) if len(rules) > 1 \
             else " ".join(x for x in lines if x)
-        raise ConfigError(f"{message}; see pgjax train --help for the options and their "
-                          f"types") from None
+        raise ConfigError(f"{_suggest_flags(message, cls)}; see pgjax train --help for the "
+                          f"options and their types") from None
     finally:
         if not sys.exc_info()[0]:
             sys.stderr.write(buf.getvalue())
+
+
+def _suggest_flags(message: str, cls) -> str:
+    """tyro's ``Unrecognized options: --ppo.lrr, 1e-3`` with the flag each mistyped one
+    was probably meant to be: ``Unrecognized options: '--ppo.lrr' (did you mean
+    '--ppo.lr'?), 1e-3``."""
+    import dataclasses
+
+    from pgjax.errors import did_you_mean
+    from pgjax.options import flag, option_names, sub_configs
+
+    head, sep, listed = message.partition("Unrecognized options: ")
+    if not sep:
+        return message
+    flags = []
+    for name in option_names(cls):
+        flags.append(flag(name))
+        owner, _, field = name.rpartition(".")
+        of = sub_configs(cls)[owner] if owner else cls
+        if next(f for f in dataclasses.fields(of) if f.name == field).type in (bool, "bool"):
+            flags.append(flag(f"{owner}.no_{field}" if owner else f"no_{field}"))
+    items = []
+    for item in listed.split(", "):
+        hint = did_you_mean(item.split("=")[0], flags) if item.startswith("--") else ""
+        items.append(f"'{item.split('=')[0]}'{hint}" if hint else item)
+    return head + sep + ", ".join(items)
 
 
 def _renamed_flags(argv: list[str]) -> None:
@@ -85,26 +179,73 @@ def parse_train(argv: list[str]):
     from pgjax.algos import ALGORITHMS
     from pgjax.config import TrainConfig, config_class
     from pgjax.errors import ConfigError
+    from pgjax.registry import POLICY_KINDS
 
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--plugins", nargs="*", default=[])
+    pre.add_argument("--resume", action="store_true")
+    pre.add_argument("--trust-plugins", action="store_true")
+    pre.add_argument("--out", default="runs")
+    pre.add_argument("--name", default=None)
     _renamed_flags(argv)
-    cls = config_class(TrainConfig, pre.parse_known_args(argv)[0].plugins)
+    known = pre.parse_known_args(argv)[0]
+    argv = [a for a in argv if a != "--trust-plugins"]
+    plugins = known.plugins
+    if known.resume and known.name is not None:  # the run's own plugin copies, from anywhere
+        plugins = _resumed_plugins(Path(known.out) / known.name, known)
+        if plugins is not None:
+            argv = _without_plugins(argv) + ["--plugins", *plugins]
+    elif known.trust_plugins:
+        raise ConfigError("--trust-plugins is for a run's recorded plugins: pass it with "
+                          "--resume --name NAME, or to pgjax eval / render")
+    cls = config_class(TrainConfig, plugins if plugins is not None else known.plugins)
     cfg = _tyro(cls, argv)
     if cfg.preset is not None:
         cfg = _tyro(cls, argv, default=cls(env=cfg.env).with_preset(cfg.preset))
     for arg in argv:  # an option of a component this run does not use: refuse it
         head, dot, _ = arg.lstrip("-").partition(".")
+        head = head.replace("-", "_")  # tyro takes --ppo-kl.lr for ppo_kl's lr
         if not (arg.startswith("--") and dot) or head in cfg.used():
             continue
         if head in ALGORITHMS:
             raise ConfigError(f"{arg.split('=')[0]} is an option of {head}, but --algo "
                               f"{cfg.algo} trains with {cfg.rule}; pass {cfg.rule}'s options "
-                              f"as --{cfg.rule}.<name>, or use --algo {head}")
+                              f"as --{cfg.rule.replace('_', '-')}.<name>, or use --algo {head}")
+        kinds = [k for k, c in POLICY_KINDS.items() if c.options_key == head]
         raise ConfigError(f"{arg.split('=')[0]} is set but this run (--env {cfg.env} --policy "
-                          f"{cfg.policy} --algo {cfg.algo}) does not use --{head}.* options; "
-                          f"drop it")
+                          f"{cfg.policy} --algo {cfg.algo}) does not use --{head.replace('_', '-')}"
+                          f".* options; drop it" + (f", or use --policy {kinds[0]}" if kinds
+                                                    else ""))
     return cfg
+
+
+def _resumed_plugins(root, known):
+    """The plugins a run directory to resume recorded, imported (trusted) from its copies,
+    with ``--plugins`` files replacing copies of the same name; None where it records none."""
+    from pgjax import plugin_files
+    from pgjax.rundir import read_json
+
+    if not (root / "config.json").exists():
+        return None
+    record = read_json(root / "config.json", "the run's config.json")
+    if not (record.get(plugin_files.KEY) or (record.get("config") or {}).get("plugins")):
+        return None
+    return list(plugin_files.recorded(root, record, known.trust_plugins, known.plugins,
+                                      command="pgjax train --resume"))
+
+
+def _without_plugins(argv: list[str]) -> list[str]:
+    """``argv`` without its ``--plugins`` option and values."""
+    out, skipping = [], False
+    for a in argv:
+        if a == "--plugins" or a.startswith("--plugins="):
+            skipping = a == "--plugins"
+            continue
+        if skipping and not a.startswith("-"):
+            continue
+        skipping = False
+        out.append(a)
+    return out
 
 
 def train_main(argv: list[str]) -> int:
@@ -166,16 +307,97 @@ COMMANDS = {"train": train_main, "sweep": sweep_main, "plot": plot_main,
 COMPILING = ("train", "sweep", "eval", "render")  # the commands that use the compilation cache
 
 
+class _Output:
+    """stdout or stderr of the ``pgjax`` command: once its reader has gone (``pgjax train |
+    head -3``: a closed pipe), what is written to it is dropped and the command goes on, so
+    training finishes and its records are whole. Everything else is the stream's own."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def _gone(self) -> None:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, self._stream.fileno())  # the buffered rest goes nowhere
+        except (OSError, ValueError, AttributeError):
+            self._stream = open(os.devnull, "w")
+        finally:
+            os.close(devnull)
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._gone()
+            return len(text)
+
+    def flush(self):
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._gone()
+            try:
+                self._stream.flush()
+            except OSError:
+                pass
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def _terminated(signum, frame):
+    from pgjax.errors import Terminated
+
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
+    import signal
+    import threading
+
+    from pgjax.errors import EXIT_TERMINATED, Terminated
+
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Output(sys.stdout), _Output(sys.stderr)
+    # SIGTERM (kill, a scheduler's stop) stops it as Ctrl-C does: the chunk being recorded
+    # is whole, a run that --overwrite was replacing is put back, the lock is released
+    previous = signal.signal(signal.SIGTERM, _terminated) \
+        if threading.current_thread() is threading.main_thread() else None
+    command = (sys.argv[1:] if argv is None else argv or ["pgjax"])[:1] or ["pgjax"]
     try:
         return _main(sys.argv[1:] if argv is None else argv)
-    except BrokenPipeError:  # output piped into a reader that stopped (e.g. `| head`)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+    except BrokenPipeError:  # a write that went around sys.stdout: say it did not finish
+        sys.stdout._gone()
+        print("pgjax: error: the output's reader closed it before the command finished; "
+              "rerun it without closing its output (records are kept: continue a run with "
+              "--resume, a sweep by running it again)", file=sys.stderr)
+        return 1
+    except Terminated:
+        print("pgjax: terminated (SIGTERM); finished chunks are recorded (continue a run "
+              "with --resume, a sweep by running it again)", file=sys.stderr)
+        return EXIT_TERMINATED
     except KeyboardInterrupt:  # Ctrl-C: records are atomic, checkpoints verified on resume
         print("pgjax: interrupted; finished chunks are recorded (continue a run with "
               "--resume, a sweep by running it again)", file=sys.stderr)
         return 130
+    except OSError as e:  # a storage fault no command turned into its own line
+        from pgjax.errors import EXIT_BAD_INPUT, EXIT_RUNS_FAILED
+        from pgjax.files import storage_message
+
+        trained = command[0] in ("train", "sweep")
+        print(f"pgjax {command[0]}: error: "
+              f"{storage_message(e, '; finished records are kept' if trained else '')}",
+              file=sys.stderr)
+        return EXIT_RUNS_FAILED if trained else EXIT_BAD_INPUT
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except OSError:
+                pass
+        sys.stdout, sys.stderr = streams
 
 
 def _main(argv: list[str]) -> int:

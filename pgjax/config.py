@@ -24,7 +24,7 @@ from pgjax.normalize import NormConfig
 from pgjax.options import (INT_MAX, LEGACY, RENAMED, _check_hparam, _parse_option, check_finite,
                            config_class, fill_label, flat_options, load_plugins, parse_grid,
                            with_options)
-from pgjax.registry import AGENT_SCHEMES, POLICY_KINDS
+from pgjax.registry import AGENT_SCHEMES, POLICY_KINDS, plugin_loaded
 from pgjax.run_options import RunOptions
 
 
@@ -188,9 +188,9 @@ class TrainConfig(RunOptions):
             if key not in ALGORITHMS:
                 getattr(getattr(self, key), "validate", lambda cfg: None)(self)
         check_finite(self)
-        for _, hp in self.runs():
-            for key, v in hp.items():
-                _check_hparam(key.split(".")[-1], v)
+        from pgjax.options import check_hparams
+
+        check_hparams(self)  # every run's traced values: the options', or the grid's
         own = getattr(self, kind.options_key) if kind.options_key else None
         if hasattr(own, "sequences"):  # a kind that trains on sequences, not transitions
             self.algo_config.validate(own.sequences(self), self.rule,
@@ -208,11 +208,23 @@ class TrainConfig(RunOptions):
                                                                        or head == self.rule))
 
     @classmethod
-    def from_record(cls, recorded: dict) -> "TrainConfig":
+    def from_record(cls, recorded: dict, plugins=None) -> "TrainConfig":
         """The config a run directory's ``config.json`` records (its ``"config"`` entry, as
-        ``to_dict`` wrote it, by this version or an earlier one)."""
-        cls = config_class(cls, recorded.get("plugins", ()))
+        ``to_dict`` wrote it, by this version or an earlier one). Reading a record imports
+        nothing: its plugins must be loaded already (``pgjax.plugin_files.recorded`` imports
+        a run's copies, trusted), else a ``ConfigError``; ``plugins`` (loaded) replaces the
+        recorded list (the run's copies, read from another folder)."""
+        given = recorded.get("plugins") or ()
+        if plugins is None:
+            plugins = given
+            if isinstance(given, str) or not all(isinstance(p, str) and plugin_loaded(p)
+                                                 for p in given):
+                raise ConfigError(f"the recorded config needs the plugins {list(given)}, "
+                                  f"which are not loaded; read the run with pgjax eval, "
+                                  f"render or load_policy, which import its recorded copies")
+        cls = config_class(cls, tuple(plugins))
         fields = {f.name for f in dataclasses.fields(cls)}
+        recorded = {**recorded, "plugins": list(plugins)}
         options = dict(LEGACY)
         for key, value in recorded.items():
             key = key if isinstance(value, dict) else RENAMED.get(key, key)

@@ -4,9 +4,11 @@ ranges traced hyperparameters must lie in."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import re
 
-from pgjax.errors import ConfigError
+from pgjax.errors import ConfigError, did_you_mean
 from pgjax.registry import load_plugins
 
 # options that moved into a component's sub-config: old name -> new (records written before
@@ -56,7 +58,7 @@ def _typed(key: str, value, default, where: str, optional: bool = False):
     def bad(kind):
         unset = ', or "none" to unset it' if optional else ""
         return ConfigError(f"option '{key}' in {where} must be {kind}, got {value!r}; write "
-                           f"it as {kind} (e.g. {key} = {EXAMPLES[kind]}){unset}")
+                           f"it as {kind} (e.g. {toml_key(key)} = {EXAMPLES[kind]}){unset}")
     if optional and (value is None or isinstance(value, str) and value.lower() == "none"):
         return None
     if isinstance(value, list):
@@ -92,19 +94,86 @@ EXAMPLES = {"true or false": "true", "an integer": "1000", "a number": "0.5",
             "a list of strings": '["a", "b"]'}
 
 
-def _check_hparam(name: str, v: float) -> None:
+def toml_key(key: str) -> str:
+    """``key`` as a sweep file writes it: bare where TOML allows (``steps``), else quoted
+    (``"ppo.lr"``)."""
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
+
+
+def toml_value(v) -> str:
+    """``v`` as a TOML value (``0.0003``, ``"text"``, ``[64, 64]``, ``true``)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, float):
+        return exact(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{toml_key(k)} = {toml_value(x)}" for k, x in v.items()) + "}"
+    return str(v)
+
+
+def flag(key: str) -> str:
+    """The command-line flag of option ``key`` (``ppo_kl.clip_eps`` -> ``--ppo-kl.clip-eps``)."""
+    return "--" + key.replace("_", "-")
+
+
+POSITIVE = ("lr", "clip_eps", "vf_clip_eps", "max_grad_norm", "delta", "vf_lr", "eps_kl",
+            "c_beta", "beta_lr", "d_targ")
+UNIT = ("gamma", "gae_lambda", "backtrack")
+NON_NEGATIVE = ("vf_coef", "ent_coef", "target_kl", "damping", "beta0")
+
+
+def _hparam_problem(name: str, v: float) -> tuple[str, str, str] | None:
+    """(what is wrong, what to give, what values to list) for traced hyperparameter
+    ``name`` = ``v``, or None."""
     if not math.isfinite(v):
-        raise ConfigError(f"{name} must be a finite number, got {v}; pass a finite value")
-    positive = ("lr", "clip_eps", "vf_clip_eps", "max_grad_norm", "delta", "vf_lr", "eps_kl",
-                "c_beta", "beta_lr", "d_targ")
-    unit = ("gamma", "gae_lambda", "backtrack")
-    if name in positive and not v > 0:
-        raise ConfigError(f"{name} must be > 0, got {v}; pass a positive value (e.g. --ppo.{name} 3e-4)"
-                          if name == "lr" else f"{name} must be > 0, got {v}; pass a positive value")
-    if name in unit and not 0.0 <= v <= 1.0:
-        raise ConfigError(f"{name} must be in [0, 1], got {v}; pass --{name.replace('_', '-')} in [0, 1]")
-    if name in ("vf_coef", "ent_coef", "target_kl", "damping", "beta0") and v < 0:
-        raise ConfigError(f"{name} must be >= 0, got {v}; pass a non-negative value")
+        return "must be a finite number", "a finite value", "finite values"
+    if name in POSITIVE and not v > 0:
+        return "must be > 0", "a positive value", "positive values"
+    if name in UNIT and not 0.0 <= v <= 1.0:
+        return "must be in [0, 1]", "a value in [0, 1]", "values in [0, 1]"
+    if name in NON_NEGATIVE and v < 0:
+        return "must be >= 0", "a non-negative value", "non-negative values"
+    return None
+
+
+def _check_hparam(name: str, v: float, example: str = "") -> None:
+    """A ``ConfigError`` unless ``v`` lies in the range of traced hyperparameter ``name``
+    (its last part: ``lr`` of ``ppo.lr``); ``example``: a flag and value that would do."""
+    problem = _hparam_problem(name.split(".")[-1], v)
+    if problem:
+        raise ConfigError(f"{name.split('.')[-1]} {problem[0]}, got {v}; pass {problem[1]}"
+                          + (f" (e.g. {example})" if example else ""))
+
+
+def check_hparams(cfg) -> None:
+    """Every traced hyperparameter of ``cfg`` (its option's value, or each ``--grid`` value
+    that replaces it) in its range. A bad option is refused with its flag and a value that
+    does (its default); a bad grid value with the ``--grid`` entry without it."""
+    base, grid = cfg.base_hparams(), cfg.parse_grid()
+    rule_defaults = type(cfg.algo_config)()
+
+    def default(key):
+        head, dot, tail = key.partition(".")
+        if dot:
+            return float(getattr(rule_defaults, tail))
+        return float(next(f.default for f in dataclasses.fields(cfg) if f.name == key))
+
+    for key, v in base.items():
+        if key not in grid:
+            _check_hparam(key, v, f"{flag(key)} {exact(default(key))}")
+    for key, values in grid.items():
+        for v in values:
+            problem = _hparam_problem(key.split(".")[-1], v)
+            if problem:
+                good = [x for x in values if not _hparam_problem(key.split(".")[-1], x)] \
+                    or [default(key)]
+                raise ConfigError(f"{key.split('.')[-1]} {problem[0]}, got {v} in --grid "
+                                  f"{key}; pass --grid {key}={','.join(exact(x) for x in good)}"
+                                  f" ({problem[2]} only)")
 
 
 # -- options of nested configs -----------------------------------------------------------------
@@ -148,7 +217,8 @@ def fill_label(label: str, options: dict) -> str:
     def value(m):
         key = m.group(1)
         if key not in options:
-            raise ConfigError(f"label '{label}' names {{{key}}}, which is not an option; use "
+            raise ConfigError(f"label '{label}' names {{{key}}}, which is not an option"
+                              f"{did_you_mean(key, options)}; use "
                               f"option names such as {{algo}}, {{env}}, {{policy}}, "
                               f"{{ppo.lr}}")
         return format_option(options[key])
@@ -181,19 +251,20 @@ def with_options(cfg, options: dict, where: str, skip=lambda head: False,
         key = key.replace("-", "_")
         if renamed and key in renamed:
             raise ConfigError(f"option '{key}' in {where} is spelled '{renamed[key]}' now; "
-                              f"write {renamed[key]}")
+                              f"write {toml_key(renamed[key])} = {toml_value(value)} instead")
         head, dot, tail = key.partition(".")
         if dot:
             if head not in subs or tail not in {f.name for f in dataclasses.fields(subs[head])}:
-                raise ConfigError(f"unknown option '{key}' in {where}; use <config>.<field> with "
-                                  f"a field of that config (see pgjax train --help)")
+                raise ConfigError(f"unknown option '{key}'{_option_like(cfg, key)} in {where}; "
+                                  f"use <config>.<field> with a field of that config (see "
+                                  f"pgjax train --help)")
             if not skip(head):
                 nested.setdefault(head, {})[tail] = _typed(
                     key, value, getattr(getattr(cfg, head), tail), where,
                     optional=_unset_by_default(subs[head], tail))
         elif key not in fields or key in subs:
-            raise ConfigError(f"unknown option '{key}' in {where}; use a `pgjax train` "
-                              f"option (see pgjax train --help)")
+            raise ConfigError(f"unknown option '{key}'{_option_like(cfg, key)} in {where}; use "
+                              f"a `pgjax train` option (see pgjax train --help)")
         else:
             plain[key] = _typed(key, value, getattr(type(cfg), key, None), where,
                                 optional=_unset_by_default(type(cfg), key))
@@ -204,6 +275,19 @@ def with_options(cfg, options: dict, where: str, skip=lambda head: False,
     return cfg
 
 
+def option_names(cls) -> list[str]:
+    """Every option of config class ``cls``: its fields, and ``<sub>.<field>`` for those
+    of its sub-configs."""
+    subs = sub_configs(cls)
+    return [f.name for f in dataclasses.fields(cls) if f.name not in subs] + [
+        f"{head}.{f.name}" for head, sub in subs.items() for f in dataclasses.fields(sub)]
+
+
+def _option_like(cfg, key: str) -> str:
+    """`` (did you mean 'ppo.lr'?)`` for a mistyped option name ``key``, or ""."""
+    return did_you_mean(key, option_names(type(cfg)))
+
+
 def check_finite(owner, prefix: str = "--") -> None:
     """Every float field of ``owner`` and of its sub-configs is a finite number."""
     for f in dataclasses.fields(owner):
@@ -211,8 +295,11 @@ def check_finite(owner, prefix: str = "--") -> None:
         if dataclasses.is_dataclass(v):
             check_finite(v, f"{prefix}{f.name}.")
         elif isinstance(v, float) and not math.isfinite(v):
+            name = f"{prefix}{f.name.replace('_', '-')}"
+            fine = isinstance(f.default, (int, float)) and math.isfinite(f.default)
             raise ConfigError(f"{f.name} must be a finite number, got {v}; pass a finite "
-                              f"{prefix}{f.name.replace('_', '-')}")
+                              f"{name}" + (f" (e.g. {name} {exact(float(f.default))})"
+                                           if fine else ""))
 
 
 def parse_grid(items, base: dict, is_static) -> dict[str, list[float]]:
@@ -222,11 +309,16 @@ def parse_grid(items, base: dict, is_static) -> dict[str, list[float]]:
     for item in items:
         key, sep, values = item.partition("=")
         if sep and key not in base and is_static(key):
+            first = values.split(",")[0].strip()
             raise ConfigError(f"--grid {key} is a static option (it changes the compiled "
                               f"program, so it cannot be vmapped); sweep it in a sweep "
                               f"file's [static] table, or set one value with "
-                              f"--{key.replace('_', '-')}")
-        if not sep or key not in base:
+                              f"{flag(key)}" + (f" {first}" if first else ""))
+        if sep and key not in base:
+            raise ConfigError(f"bad --grid entry '{item}': unknown name '{key}'"
+                              f"{did_you_mean(key, base)}; write name=v1,v2 with name one of "
+                              f"{', '.join(base)}")
+        if not sep:
             raise ConfigError(f"bad --grid entry '{item}'; write name=v1,v2 with name one of "
                               f"{', '.join(base)}")
         if key in grid:
@@ -251,10 +343,14 @@ def check_counts(owner, names, prefix: str = "--") -> None:
     for name in names:
         v = getattr(owner, name)
         flag = f"{prefix}{name.replace('_', '-')}"
+        default = next((f.default for f in dataclasses.fields(owner) if f.name == name), 1)
+        default = default if isinstance(default, int) and 1 <= default <= INT_MAX else 1
         if v < 1:
-            raise ConfigError(f"{name} must be >= 1, got {v}; pass a positive {flag}")
+            raise ConfigError(f"{name} must be >= 1, got {v}; pass a positive {flag} (e.g. "
+                              f"{flag} {default})")
         if v > INT_MAX:
-            raise ConfigError(f"{name} {v} is beyond {INT_MAX:,} (int32); pass a smaller {flag}")
+            raise ConfigError(f"{name} {v} is beyond {INT_MAX:,} (int32); pass a smaller {flag} "
+                              f"(e.g. {flag} {default})")
 
 
 def config_class(base: type, plugins=()) -> type:
@@ -269,8 +365,20 @@ def config_class(base: type, plugins=()) -> type:
     extra = {name: rule.config for name, rule in ALGORITHMS.items()}
     for registry in (POLICY_KINDS, ENV_FAMILIES):
         extra.update({c.options_key: c.options for _, c in registry.items() if c.options_key})
-    names = {f.name for f in dataclasses.fields(base)}
-    extra = tuple(sorted((k, v) for k, v in extra.items() if k not in names))
+    fields = {f.name: f for f in dataclasses.fields(base)}
+    for k, v in extra.items():  # a component's options named like one of pgjax's own
+        f = fields.get(k)
+        default = None if f is None else f.default if f.default is not dataclasses.MISSING \
+            else f.default_factory() if f.default_factory is not dataclasses.MISSING else None
+        if f is not None and type(default) is not v:
+            for registry in (ALGORITHMS, POLICY_KINDS, ENV_FAMILIES):  # not half-registered
+                for name, c in registry.items():
+                    if name == k and registry is ALGORITHMS or \
+                            getattr(c, "options_key", None) == k and registry is not ALGORITHMS:
+                        del registry[name]
+            raise ConfigError(f"a plugin's component has options under '{k}', which is "
+                              f"pgjax's own option '--{k}'; register it under another name")
+    extra = tuple(sorted((k, v) for k, v in extra.items() if k not in fields))
     if not extra:
         return base
     if (base, extra) not in _EXTENDED:

@@ -44,6 +44,7 @@ from flax import serialization
 
 from pgjax.config import TrainConfig
 from pgjax.errors import ConfigError, InUse
+from pgjax import plugin_files
 from pgjax.options import exact
 from pgjax.rundir import (DirState, check_records, enclosing_run,  # noqa: F401
                           inspect, is_finished, read_json, read_rows, recorded_rows,
@@ -103,6 +104,7 @@ class RunRecords:
         grid = cfg.parse_grid()
         varied = [k for k in grid if len(grid[k]) > 1]
         run_dirs = [root / "runs" / run_id(seed, hp, varied) for seed, hp in runs]
+        plugins = plugin_files.record(root, cfg.plugins)  # the code the run trains with
         # config.json first: a directory is never left with records it does not describe
         atomic_write_json(root / "config.json", {
             "config": {**cfg.to_dict(), "resume": False},  # new records: not resumed
@@ -117,7 +119,7 @@ class RunRecords:
                 "train_return": "mean return of the training episodes (stochastic policy) "
                                 "that ended in the update; blank when none ended"},
             "runs": [{"id": d.name, "seed": s, "hparams": hp} for d, (s, hp) in zip(run_dirs, runs)],
-            "versions": _versions()})
+            "versions": _versions(), plugin_files.KEY: plugins})
         for d, (seed, hp) in zip(run_dirs, runs):
             d.mkdir(parents=True, exist_ok=True)
             atomic_write_json(d / "config.json", {"seed": seed, "hparams": hp})
@@ -159,7 +161,7 @@ class RunRecords:
                     (d / "status.json").unlink()
         (root / "status.json").unlink(missing_ok=True)
         rec = cls(root=root, run_dirs=run_dirs, columns=columns, rows=rows, failed=failed,
-                  eval_columns=eval_keys(TrainConfig.from_record(cfg["config"])))
+                  eval_columns=eval_keys(TrainConfig.from_record(cfg["config"], plugins=())))
         for r in range(len(run_dirs)):
             rec._flush(r)
         return rec
@@ -268,12 +270,75 @@ class RunRecords:
                                                   for r, m in sorted(self.failed.items())}})
 
 
-def claim(cfg) -> FileLock:
+@dataclass
+class Claim:
+    """A run directory held by this process (``claim``): its lock and, where ``--overwrite``
+    (or a resume with nothing to continue from) moved the records it held aside, where they
+    are (``aside``) until the new run has finished (``settle``)."""
+
+    root: Path
+    lock: FileLock
+    aside: Path | None = None
+
+    def release(self) -> None:
+        self.lock.release()
+
+    def settle(self, failed: int, total: int) -> str | None:
+        """After the new run has finished with ``failed`` of its ``total`` runs failed: the
+        records set aside are removed when every run finished; put back when every run
+        failed (the new records are set aside in their place); kept otherwise. Returns a
+        note saying what happened to them, or None."""
+        if not failed:
+            empty_trash(self.root)
+            return None
+        if self.aside is None:
+            return None
+        if failed >= total:
+            return self.restore("every run of the new one failed")
+        return (f"some runs of the new one failed, so the run it replaced is kept in "
+                f"{self.aside}; to restore it, remove {self.root} and move {self.aside} "
+                f"there")
+
+    def restore(self, why: str) -> str | None:
+        """Put the records set aside back into the run directory (the records it holds now,
+        the new run's, are set aside in their turn): a new run that failed, errored or was
+        stopped never costs the run it was to replace. Returns the note to show."""
+        if self.aside is None:
+            return None
+        aside, self.aside = self.aside, None
+        try:
+            newer = set_aside(self.root) if _held(self.root) else None
+        except ConfigError as e:
+            return f"{why}; the run it replaced is kept in {aside} ({e})"
+        try:
+            with interrupts_deferred():
+                for entry in aside.iterdir():
+                    entry.rename(self.root / entry.name)
+                aside.rmdir()
+        except OSError as e:
+            return (f"{why}; the run it replaced is kept in {aside} (it could not be moved "
+                    f"back: {e.strerror}): to restore it, remove {self.root} and move "
+                    f"{aside} there")
+        return (f"{why}: {self.root} holds the run it replaced again"
+                + (f" (the new one's records are in {newer})" if newer else ""))
+
+
+def _held(root: Path) -> bool:
+    """Whether ``root`` holds anything but its lock."""
+    return root.is_dir() and any(e.name != ".lock" for e in root.iterdir())
+
+
+def claim(cfg) -> Claim:
     """Take the run directory ``<out>/<name>`` for this process, before anything compiles: it
     is created if needed and locked (a second process on it is refused at once; the lock goes
     with the process, even on SIGKILL). A directory that already holds a run is refused
     unless ``cfg.resume`` continues it or ``cfg.overwrite`` replaces it (its records are
-    then moved aside, ``trash_dir``, and removed once the new run has finished)."""
+    then moved aside, ``trash_dir``, until the new run has finished: ``Claim.settle``,
+    ``Claim.restore``). A directory to be written into whose folders lead outside it through
+    symbolic links is refused."""
+    from pgjax.files import storage_message
+    from pgjax.rundir import check_links
+
     out, root = Path(cfg.out), Path(cfg.out) / cfg.name
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file; pass a directory for the run directories")
@@ -285,18 +350,20 @@ def claim(cfg) -> FileLock:
                           f"would mix with; pass an --out outside it")
     try:
         root.mkdir(parents=True, exist_ok=True)
+        if (root / ".lock").is_symlink():  # pgjax never makes one: never written through
+            (root / ".lock").unlink()
         lock = FileLock(root / ".lock", timeout=0)
         lock.acquire()
     except Timeout:
         raise InUse(f"{root} is in use by another pgjax process; wait for it to finish "
                     f"or pick another --name") from None
     except OSError as e:
-        raise ConfigError(f"cannot create the run directory {root} ({e.strerror}); pass a "
-                          f"writable --out") from None
+        raise ConfigError(storage_message(e, " for the run directory")) from None
     found = inspect(root)
     if found.state == "foreign" or (found.state == "damaged" and not cfg.overwrite):
         lock.release()
         raise ConfigError(found.reason)
+    held = Claim(root, lock)
     if found.state != "new" and not cfg.resume:
         if not cfg.overwrite:
             lock.release()
@@ -305,30 +372,64 @@ def claim(cfg) -> FileLock:
                               f"--overwrite to replace it (the old run is set aside in "
                               f"{root.parent / '.trash'} until the new one finishes), or pick "
                               f"another --name")
-        set_aside(root)
-    return lock
+        try:
+            held.aside = set_aside(root)
+        except ConfigError:
+            lock.release()
+            raise
+    elif found.state != "new":
+        try:
+            check_links(root)
+        except ConfigError:
+            lock.release()
+            raise
+    return held
 
 
 def set_aside(root: Path) -> Path:
-    """Move every record of ``root`` (not its lock) to a new ``trash_dir``; returns it."""
+    """Move every record of ``root`` (not its lock) to a new ``trash_dir``; returns it. All
+    of it moves or none of it: a move that fails midway is undone."""
     aside = trash_dir(root)
+    moved = []
     try:
         with interrupts_deferred():  # all of it moves, or (Ctrl-C) none of it starts
             aside.mkdir(parents=True)
-            for entry in root.iterdir():
-                if entry.name != ".lock":
-                    entry.rename(aside / entry.name)
+            try:
+                for entry in root.iterdir():
+                    if entry.name != ".lock":
+                        entry.rename(aside / entry.name)
+                        moved.append(entry.name)
+            except OSError:
+                for name in moved:
+                    (aside / name).rename(root / name)
+                aside.rmdir()
+                raise
     except OSError as e:
-        raise ConfigError(f"cannot set {root} aside into {aside} ({e.strerror}); free the "
-                          f"space or fix the permissions, or pick another --name") from None
+        from pgjax.files import storage_message
+
+        raise ConfigError(f"cannot set {root} aside into {aside}: "
+                          f"{storage_message(e).partition(': ')[2]}, or pick another "
+                          f"--name") from None
     return aside
+
+
+def _trash_name(root: Path) -> str:
+    """The start of the names of ``root``'s entries in ``.trash``: its name, cut short (with
+    a hash of it) where the time stamp would make a name too long for the file system."""
+    name = root.name
+    if len(name.encode()) > 200:
+        import hashlib
+
+        digest = hashlib.sha256(name.encode()).hexdigest()[:12]
+        name = name.encode()[:180].decode(errors="ignore") + "~" + digest
+    return name
 
 
 def trash_dir(root: Path) -> Path:
     """Where ``--overwrite`` moves the run it replaces (``<out>/.trash/<name>-<time>``), kept
     until the new run has finished, so that a failure of the new run never leaves nothing."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = root.parent / ".trash" / f"{root.name}-{stamp}"
+    base = root.parent / ".trash" / f"{_trash_name(root)}-{stamp}"
     out, n = base, 1
     while out.exists():
         out, n = base.with_name(f"{base.name}-{n}"), n + 1
@@ -340,7 +441,7 @@ def empty_trash(root: Path) -> None:
     trash = root.parent / ".trash"
     import re
 
-    own = re.compile(re.escape(root.name) + r"-\d{8}-\d{6}(-\d+)?")
+    own = re.compile(re.escape(_trash_name(root)) + r"-\d{8}-\d{6}(-\d+)?")
     for old in trash.iterdir() if trash.is_dir() else ():
         if own.fullmatch(old.name):  # this run's, not another run's whose name starts so
             shutil.rmtree(old, ignore_errors=True)

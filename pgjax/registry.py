@@ -31,6 +31,7 @@ class Registry(Generic[T]):
         self._items: dict[str, T] = {}
         self._origins: dict[str, str] = {}
         self._removed: dict[str, tuple] = {}
+        self._texts: dict[str, bytes | None] = {}  # each origin's text when it registered
 
     def register(self, name: str, component: T, *, replace: bool = False,
                  origin: str | None = None) -> T:
@@ -43,11 +44,13 @@ class Registry(Generic[T]):
                              f"digits, '_' or '-')")
         origin = origin or caller_file(3)
         if name in self._items and not replace and not _same_source(self._origins[name],
-                                                                    origin):
+                                                                    origin,
+                                                                    self._texts.get(name)):
             raise ValueError(f"{self.kind} '{name}' is registered twice: by "
                              f"{self._origins[name]} and by {origin}; rename one of them (or "
                              f"pass replace=True)")
         self._items[name], self._origins[name] = component, origin
+        self._texts[name] = _text(origin)
         return component
 
     def get(self, name: str, *default) -> T:
@@ -110,14 +113,21 @@ def source_file(obj) -> str:
         return repr(obj)
 
 
-def _same_source(a: str, b: str) -> bool:
-    """Whether two registrations come from the same file, or from files with one text."""
+def _text(path: str) -> bytes | None:
+    try:
+        return Path(path).read_bytes()
+    except OSError:
+        return None
+
+
+def _same_source(a: str, b: str, text_a: bytes | None = None) -> bool:
+    """Whether two registrations come from the same file, or from files with one text (a
+    run's copy of a plugin and the plugin; ``text_a``: ``a``'s text when it registered, as
+    ``a`` may be gone since)."""
     if a == b:
         return True
-    try:
-        return Path(a).read_bytes() == Path(b).read_bytes()
-    except OSError:
-        return False
+    text_a = text_a if text_a is not None else _text(a)
+    return text_a is not None and text_a == _text(b)
 
 
 ENV_FAMILIES: Registry = Registry("environment family", "write --env <family>:<name> with "
@@ -144,6 +154,12 @@ def load_plugins(plugins) -> None:
     ``sys.path`` so it can import the files beside it) once; plugins register update rules
     with ``pgjax.algos.register`` and the other registries. ``LOADED_PLUGINS`` lists them in
     order, so a worker process can load the same ones."""
+    if isinstance(plugins, (str, bytes)) or not all(isinstance(p, str) for p in plugins):
+        raise ConfigError(f"plugins must be a list of .py files or module names, got "
+                          f"{plugins!r}; write plugins = [{str(plugins)!r}]"
+                          if isinstance(plugins, str) else
+                          f"plugins must be a list of .py files or module names, got "
+                          f"{plugins!r}; write plugins = [\"my_plugin.py\"]")
     for plugin in plugins:
         key = f"pgjax_plugin:{Path(plugin).resolve()}" if plugin.endswith(".py") else plugin
         if key in sys.modules or (plugin.endswith(".py") and _imported_from(Path(plugin))):
@@ -166,6 +182,19 @@ def load_plugins(plugins) -> None:
                                   else plugin)
         except ImportError as e:
             sys.modules.pop(key, None)
+            missing = getattr(e, "name", None)
+            inside = Path(plugin).exists() if plugin.endswith(".py") else \
+                missing is not None and not (plugin + ".").startswith(missing + ".")
+            if inside:  # the plugin was found; something it imports is not installed
+                import traceback
+
+                frame = traceback.extract_tb(e.__traceback__)[-1]
+                where = next((f for f in reversed(traceback.extract_tb(e.__traceback__))
+                              if "importlib" not in f.filename), frame)
+                raise ConfigError(f"plugin '{plugin}' cannot import {missing or 'a module'} "
+                                  f"({e}; at {where.filename}:{where.lineno}); install it "
+                                  f"(pip install {missing or '...'}) or fix the plugin's "
+                                  f"import") from None
             raise ConfigError(f"cannot import plugin '{plugin}' ({e}); pass an importable "
                               f"module name or the path of a .py file to --plugins") from None
         except Exception as e:  # the plugin's own code failed: say where, in one line
@@ -176,3 +205,11 @@ def load_plugins(plugins) -> None:
             raise ConfigError(f"plugin '{plugin}' raised {type(e).__name__}: {e} (at "
                               f"{frame.filename}:{frame.lineno}); fix the plugin, or pass "
                               f"--plugins without it") from None
+
+
+def plugin_loaded(plugin: str) -> bool:
+    """Whether ``plugin`` (as ``load_plugins`` takes it) is imported in this process."""
+    if str(plugin).endswith(".py"):
+        return f"pgjax_plugin:{Path(plugin).resolve()}" in sys.modules or \
+            _imported_from(Path(plugin))
+    return plugin in sys.modules

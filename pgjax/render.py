@@ -11,7 +11,6 @@ plugin for mp4, pillow for gif).
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
@@ -22,7 +21,7 @@ import numpy as np
 from pgjax.envs import family_of
 from pgjax.errors import ConfigError
 from pgjax.registry import ENV_FAMILIES
-from pgjax.trained import TrainedPolicy, load_policy
+from pgjax.trained import TrainedPolicy, add_plugin_options, load_policy
 
 FORMATS = (".mp4", ".gif", ".html")
 MAX_FPS = 60  # Brax tasks step at 50-125 Hz: faster ones are subsampled to real time
@@ -163,7 +162,8 @@ def write_video(frames, out: Path, fps: int) -> None:
 
 def render(path, out, run: str | None = None, seed: int = 0, stochastic: bool = False,
            width: int = 320, height: int = 240, fps: int | None = None,
-           max_steps: int | None = None) -> dict:
+           max_steps: int | None = None, trust_plugins: bool = False, plugins=(),
+           allow_changed_plugins: bool = False) -> dict:
     """Write one episode of a run's trained policy to ``out`` (.mp4, .gif, or .html for
     Brax); returns {"out", "frames", "return"}."""
     out = Path(out)
@@ -172,7 +172,7 @@ def render(path, out, run: str | None = None, seed: int = 0, stochastic: bool = 
                           f"{', '.join(FORMATS)}")
     if width < 16 or height < 16:
         raise ConfigError("--width and --height must be >= 16 pixels; pass larger sizes")
-    policy = load_policy(path, run)
+    policy = load_policy(path, run, trust_plugins, plugins, allow_changed_plugins)
     renderer = family_of(policy.cfg.env)[0].renderer
     if renderer not in RENDERERS:
         drawn = ", ".join(f"{p}:" for p, f in ENV_FAMILIES.items() if f.renderer in RENDERERS)
@@ -207,7 +207,9 @@ def render(path, out, run: str | None = None, seed: int = 0, stochastic: bool = 
 
 
 def render_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="pgjax render", description=__doc__.split("\n\n")[0])
+    from pgjax.cli import ArgumentParser
+
+    p = ArgumentParser("pgjax render", __doc__)
     p.add_argument("path", help="a run directory (its first finished run) or one runs/<id>")
     p.add_argument("--out", required=True, help="file to write: .mp4, .gif or (Brax) .html")
     p.add_argument("--run", default=None, help="the run id to render (default: the first)")
@@ -217,10 +219,11 @@ def render_main(argv: list[str]) -> int:
     p.add_argument("--height", type=int, default=240)
     p.add_argument("--fps", type=int, default=None, help="default: the task's control rate")
     p.add_argument("--max-steps", type=int, default=None, help="stop the episode earlier")
+    add_plugin_options(p)
     a = p.parse_args(argv)
     try:
         info = render(a.path, a.out, a.run, a.seed, a.stochastic, a.width, a.height, a.fps,
-                      a.max_steps)
+                      a.max_steps, a.trust_plugins, a.plugins, a.allow_changed_plugins)
     except ConfigError as e:
         print(f"pgjax render: error: {e}", file=sys.stderr)
         return 2

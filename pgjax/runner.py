@@ -25,7 +25,9 @@ import numpy as np
 
 from pgjax.compile_cache import StoredProgram, program_dir
 from pgjax.config import TrainConfig
-from pgjax.errors import ConfigError, TrainingError
+from pgjax.errors import ConfigError, StorageError, TrainingError
+from pgjax.files import storage_message
+from pgjax import plugin_files
 from pgjax.train import Trainer, check_memory
 
 
@@ -215,7 +217,10 @@ def check_resumable(cfg: TrainConfig, root) -> None:
     # before the option existed, ``auto``) are compared by what they resolve to
     from pgjax.config import LEGACY
 
-    then = TrainConfig.from_record({**LEGACY, **saved})
+    then = TrainConfig.from_record({**LEGACY, **saved}, plugins=cfg.plugins)
+    # plugins are compared by content: the paths differ when resumed from another folder
+    plugin_files.check_same(root, read_json(root / "config.json", "the run's config.json"),
+                            cfg.plugins)
     # the record read back as a config: an option added since reads as the recorded
     # behaviour (its default, or its LEGACY value)
     saved = json.loads(json.dumps(then.to_dict(), default=str))
@@ -228,7 +233,7 @@ def check_resumable(cfg: TrainConfig, root) -> None:
                     d[f.name].pop(field, None)
     diff = []
     for k in sorted(set(saved) | set(now)):
-        if k in RESUME_IGNORED or resolved.get(k, saved.get(k) == now.get(k)):
+        if k in RESUME_IGNORED or k == "plugins" or resolved.get(k, saved.get(k) == now.get(k)):
             continue
         a, b = saved.get(k), now.get(k)
         if isinstance(a, dict) and isinstance(b, dict):  # a rule's options: name the field
@@ -259,6 +264,23 @@ def initialize_distributed() -> None:
                 raise ConfigError(f"{key}={os.environ[key]!r} is not an integer; set it to "
                                   f"the {name.replace('_', ' ')}") from None
     jax.distributed.initialize(**kw)
+
+
+def _print(*args) -> None:
+    """A progress line on stdout. Output to a reader that has gone (``pgjax train | head``)
+    is dropped from then on: training goes on and finishes, its records are what count."""
+    try:
+        print(*args, flush=True)
+    except BrokenPipeError:
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):  # not a file descriptor (a test's buffer): no output
+            sys.stdout = open(os.devnull, "w")
+        finally:
+            os.close(devnull)
 
 
 def warn(message: str) -> None:
@@ -556,6 +578,60 @@ def raise_failures(failed: dict):
     raise TrainingError(first + more)
 
 
+def _claimed(cfg: TrainConfig, trainer: Trainer, held, say, strict: bool, stored: bool):
+    """``run`` in a run directory this process holds (``held``: a ``records.Claim``, None
+    outside process 0)."""
+    from pgjax import records as run_records
+
+    root = Path(cfg.out) / cfg.name
+    found = run_records.inspect(root) if held is not None else None
+    if held is not None and held.aside is not None:
+        say(f"pgjax: the run {root} held is set aside in {held.aside} until this one "
+            f"finishes")
+    resuming = cfg.resume and (root / "config.json").exists()
+    if resuming:
+        if found is not None and found.state in ("damaged", "foreign"):
+            raise ConfigError(found.reason)
+        check_resumable(cfg, root)
+        if found is not None and found.state == "finished":
+            say(f"pgjax: {root} is already finished; nothing to resume")
+            return run_records.RunRecords.read(root)
+        if held is not None and jax.process_count() == 1 and _complete(cfg, root):
+            # every row is there: only the finish is missing
+            say(f"pgjax: {root} has every iteration recorded; marking it finished")
+            records = run_records.RunRecords.read(root)
+            records.finish()
+            shutil.rmtree(root / "checkpoint", ignore_errors=True)
+            _settle(held, records.failed, len(records.run_dirs))
+            return records
+    steps = _resume_plan(cfg, root) if resuming else []
+    if resuming and not steps and held is not None:
+        # killed before its first checkpoint: it starts over, and the partial
+        # records are set aside until the new run finishes
+        held.aside = run_records.set_aside(root)
+        warn(f"{root} has no checkpoint to continue from; it starts over (its partial "
+             f"records are kept in {held.aside} until the run finishes)")
+        resuming = False
+    if held is not None:  # the finish's plotting library, loaded while XLA compiles
+        threading.Thread(target=_preload_plotting, daemon=True).start()
+    session, state, start, failed = _start(cfg, trainer, say, resuming, steps, stored)
+    failed = _train_chunks(session, state, start, failed)
+    out = _finish(session, failed, strict=False)
+    if held is not None:
+        _settle(held, failed, len(session.run_ids))
+    if strict and failed:
+        raise_failures(failed)
+    return out
+
+
+def _settle(held, failed: dict, total: int) -> None:
+    """The records a finished run replaced: removed, restored or kept (``Claim.settle``),
+    with a warning saying which where they are not simply removed."""
+    note = held.settle(len(failed), total)
+    if note:
+        warn(note)
+
+
 def run(cfg: TrainConfig, log=None, trainer: Trainer | None = None, strict: bool = True):
     """Train every (seed, hyperparameter) run of ``cfg`` in one vmapped program, chunk by
     chunk, printing progress and writing records after each chunk, evaluating after the
@@ -571,53 +647,29 @@ def run(cfg: TrainConfig, log=None, trainer: Trainer | None = None, strict: bool
     cfg.validate()
     if cfg.distributed and not jax.distributed.is_initialized():
         initialize_distributed()
-    root = Path(cfg.out) / cfg.name
-    say = (lambda *a: None) if cfg.quiet else (log or (lambda *a: print(*a, flush=True)))
+    say = (lambda *a: None) if cfg.quiet else (log or _print)
     # a trainer given may have been altered (its methods wrapped): never stored. Built
     # first: the environment id, backend, policy kind and rule are checked before the run
     # directory is created, locked or replaced
     stored, trainer = trainer is None, trainer or Trainer(cfg)
     try:
         check_memory(cfg, trainer.env, trainer.policy)
-        lock = run_records.claim(cfg) if jax.process_index() == 0 else None
+        held = run_records.claim(cfg) if jax.process_index() == 0 else None
         try:
-            found = run_records.inspect(root) if lock is not None else None
-            resuming = cfg.resume and (root / "config.json").exists()
-            if resuming:
-                if found is not None and found.state in ("damaged", "foreign"):
-                    raise ConfigError(found.reason)
-                check_resumable(cfg, root)
-                if found is not None and found.state == "finished":
-                    say(f"pgjax: {root} is already finished; nothing to resume")
-                    return run_records.RunRecords.read(root)
-                if lock is not None and jax.process_count() == 1 and _complete(cfg, root):
-                    # every row is there: only the finish is missing
-                    say(f"pgjax: {root} has every iteration recorded; marking it finished")
-                    records = run_records.RunRecords.read(root)
-                    records.finish()
-                    shutil.rmtree(root / "checkpoint", ignore_errors=True)
-                    run_records.empty_trash(root)
-                    return records
-            steps = _resume_plan(cfg, root) if resuming else []
-            if resuming and not steps and lock is not None:
-                # killed before its first checkpoint: it starts over, and the partial
-                # records are set aside until the new run finishes
-                aside = run_records.set_aside(root)
-                warn(f"{root} has no checkpoint to continue from; it starts over (its partial "
-                     f"records are kept in {aside} until the run finishes)")
-                resuming = False
-            if lock is not None:  # the finish's plotting library, loaded while XLA compiles
-                threading.Thread(target=_preload_plotting, daemon=True).start()
-            session, state, start, failed = _start(cfg, trainer, say, resuming, steps, stored)
-            failed = _train_chunks(session, state, start, failed)
-            out = _finish(session, failed, strict=False)
-            if lock is not None:
-                run_records.empty_trash(root)
-            if strict and failed:
-                raise_failures(failed)
-            return out
+            return _claimed(cfg, trainer, held, say, strict, stored)
+        except BaseException as e:
+            # a replaced run is never lost to a new one that failed, errored or was stopped
+            note = held.restore("the new run did not finish" if isinstance(e, Exception)
+                                else "the new run was stopped") if held is not None else None
+            if isinstance(e, OSError) and not isinstance(e, BrokenPipeError):
+                then = f"; {note}" if note else \
+                    "; nothing was marked finished: continue with --resume once it is fixed"
+                raise StorageError(storage_message(e, then)) from None
+            if note:
+                warn(note)
+            raise
         finally:
-            if lock is not None:
-                lock.release()
+            if held is not None:
+                held.release()
     finally:
         trainer.close()

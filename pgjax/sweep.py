@@ -51,13 +51,16 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
+import re
 import sys
 import time
 import tomllib
 from pathlib import Path
 
 from pgjax.config import TrainConfig, config_class
-from pgjax.errors import EXIT_RUNS_FAILED, ConfigError, InUse
+from pgjax.errors import EXIT_RUNS_FAILED, ConfigError, InUse, did_you_mean
+from pgjax.options import flat_options, option_names, toml_key, toml_value
 from pgjax.records import atomic_write_json, exact, inspect, is_finished, read_json
 from pgjax.run_options import name_part
 
@@ -101,11 +104,65 @@ def _check_schema(spec: dict) -> None:
         if key in spec and not ok(spec[key]):
             raise ConfigError(f"sweep key '{key}' = {spec[key]!r} has the wrong form; write it "
                               f"as {how}")
-    for table in ("grid", "static"):
+    for table, each in (("grid", "one value per grid point"), ("static", "one group per value")):
         for k, v in spec.get(table, {}).items():
-            if not isinstance(v, list) or not v:
-                raise ConfigError(f"'{k}' in [{table}] must be a non-empty list of values, got "
-                                  f"{v!r}; write {k} = [v1, v2]")
+            if isinstance(v, list) and v:
+                continue
+            fix = f"write {toml_key(k)} = {toml_value([v])} (a list: {each})" \
+                if not isinstance(v, (list, dict)) else \
+                f"drop the key, or list its values: {toml_key(k)} = [v1, v2]"
+            raise ConfigError(f"'{k}' in [{table}] must be a non-empty list of values, got "
+                              f"{v!r}; {fix}")
+
+
+def _flat_tables(spec: dict) -> dict:
+    """``spec`` with the dotted keys of its option tables as one name: TOML reads an unquoted
+    ``ppo.lr = [1e-4]`` as a table ``ppo`` holding ``lr``, which is the option ``"ppo.lr"``."""
+    spec = dict(spec)
+    for table in ("config", "grid", "static"):
+        if isinstance(spec.get(table), dict):
+            spec[table] = flat_options(spec[table])
+    if isinstance(spec.get("env_config"), dict):
+        spec["env_config"] = {env: flat_options(v) if isinstance(v, dict) else v
+                              for env, v in spec["env_config"].items()}
+    return spec
+
+
+_WORDS = {"with", "in", "to", "or", "and", "for", "ending", "as", "instead", "from", "of",
+          "the", "a", "an", "it", "them", "now", "only"}
+
+
+def sweep_hint(message: str) -> str:
+    """A ``pgjax train`` message as a sweep file's: ``pass --grid ppo.lr=1e-3`` becomes
+    ``write "ppo.lr" = [1e-3] in [grid]``, ``pass --ppo.lr 3e-4`` (or ``e.g. --ppo.lr
+    3e-4``) ``write "ppo.lr" = 3e-4 in [config]``, and any other flag its option's name."""
+    import tomllib
+
+    def value(v):
+        try:
+            tomllib.loads(f"v = {v}")
+            return v
+        except tomllib.TOMLDecodeError:
+            return json.dumps(v)
+
+    def key(name):
+        return toml_key(name.replace("-", "_"))
+
+    def grid(m):
+        values = ", ".join(value(v) for v in m.group(3).split(",") if v)
+        return f"{m.group(1) or ''}write {key(m.group(2))} = [{values}] in [grid]"
+
+    def option(m):
+        if m.group(3) in _WORDS:
+            return m.group(0)
+        verb = "" if m.group(1) == "e.g. " else "write "
+        return f"{m.group(1) if not verb else ''}{verb}{key(m.group(2))} = " \
+               f"{value(m.group(3))} in [config]"
+
+    message = re.sub(r"(e\.g\. )?(?:pass )?--grid ([\w.-]+)=([^\s;)]+)", grid, message)
+    message = re.sub(r"in --grid ([\w.-]+)", lambda m: f"in [grid] {key(m.group(1))}", message)
+    message = re.sub(r"(pass |use |e\.g\. )--([a-z][\w.-]*) ([^\s;,)]+)", option, message)
+    return re.sub(r"--([a-z][\w.-]*)", lambda m: key(m.group(1)), message)
 
 
 @dataclasses.dataclass
@@ -122,6 +179,12 @@ class Sweep:
             spec = tomllib.loads(path.read_text())
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"sweep file {path} is not valid TOML ({e}); fix the syntax") from None
+        plugins = spec.get("config", {}).get("plugins") if isinstance(spec.get("config"),
+                                                                      dict) else None
+        if isinstance(plugins, list):  # plugin files are found beside the sweep file
+            spec["config"]["plugins"] = [
+                str((path.parent / p).resolve()) if isinstance(p, str) and p.endswith(".py")
+                and not Path(p).expanduser().is_absolute() else p for p in plugins]
         for item in overrides:
             key, sep, value = item.partition("=")
             if not sep:
@@ -140,15 +203,25 @@ class Sweep:
 
     @classmethod
     def from_dict(cls, spec: dict, default_name: str = "sweep") -> "Sweep":
-        unknown = set(spec) - TOP_KEYS
-        if unknown:
-            raise ConfigError(f"unknown sweep key(s) {', '.join(sorted(unknown))}; use "
+        for key in sorted(set(spec) - TOP_KEYS):
+            if key.replace("-", "_") in option_names(config_class(TrainConfig)):
+                raise ConfigError(f"unknown sweep key '{key}': it is a `pgjax train` option; "
+                                  f"move it to [config] (or to [env_config.\"<env>\"])")
+            raise ConfigError(f"unknown sweep key '{key}'{did_you_mean(key, TOP_KEYS)}; use "
                               f"{', '.join(sorted(TOP_KEYS))}")
         for key in ("algos", "envs"):
             if not isinstance(spec.get(key), list) or not spec[key]:
-                raise ConfigError(f"the sweep needs a non-empty list '{key}', e.g. "
-                                  f"{key} = {['ppo', 'trpo'] if key == 'algos' else ['brax:hopper']}")
+                raise ConfigError(f"the sweep needs a non-empty list '{key}', e.g. write "
+                                  f"{key} = {toml_value(['ppo'] if key == 'algos' else ['jax:cartpole'])}")
+        spec = _flat_tables(spec)
         _check_schema(spec)
+        plugins = (spec.get("config") or {}).get("plugins", [])
+        if not isinstance(plugins, list) or not all(isinstance(p, str) for p in plugins):
+            raise ConfigError(f"[config] plugins must be a list of .py files or module names, "
+                              f"got {plugins!r}; write plugins = "
+                              f"[{plugins!r}]" if isinstance(plugins, str) else
+                              f"[config] plugins must be a list of .py files or module names, "
+                              f"got {plugins!r}; write plugins = [\"my_plugin.py\"]")
         root = Path(spec.get("out", "sweeps")) / spec.get("name", default_name)
         static = spec.get("static", {})
         grid = spec.get("grid", {})
@@ -185,7 +258,10 @@ class Sweep:
 
             if not jax.distributed.is_initialized():  # before building any environment
                 initialize_distributed()
-        check(groups.values())
+        try:
+            check(groups.values())
+        except ConfigError as e:  # the message of `pgjax train`, told as the file writes it
+            raise ConfigError(sweep_hint(str(e))) from None
         return cls(root=root, groups=groups)
 
     def select(self, patterns: list[str]) -> "Sweep":
@@ -346,21 +422,27 @@ def _group(spec: dict, root: Path, algo: str, env: str, combo: dict, grid: dict)
     cfg = cfg.with_options(spec.get("config", {}), "[config]")
     cfg = cfg.with_options(spec.get("env_config", {}).get(env, {}), f"[env_config.\"{env}\"]")
     cfg = cfg.with_options(combo, "[static]")
-    entries = []
+    entries, base = [], cfg.base_hparams()
     for k, vals in grid.items():
         if _rule_option(k) and k.partition(".")[0] != cfg.rule:
             continue
+        if k not in base and k.replace("-", "_") in option_names(type(cfg)):
+            raise ConfigError(f"'{k}' in [grid] is a static option (it changes the compiled "
+                              f"program, so it cannot be vmapped); move it to [static]")
+        if k not in base:
+            raise ConfigError(f"unknown [grid] name '{k}'{did_you_mean(k, base)}; [grid] takes "
+                              f"traced hyperparameters: {', '.join(base)}")
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
             raise ConfigError(f"[grid] '{k}' must list numbers, got {vals!r}; write "
-                              f"{k} = [0.1, 0.2]")
+                              f"{toml_key(k)} = [{exact(base[k])}]")
         entries.append(f"{k}=" + ",".join(repr(float(v)) for v in vals))
     return dataclasses.replace(cfg, grid=tuple(entries), out=str(root), name=name, resume=True)
 
 
 def sweep_main(argv: list[str]) -> int:
-    import argparse
+    from pgjax.cli import ArgumentParser
 
-    p = argparse.ArgumentParser(prog="pgjax sweep", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser("pgjax sweep", __doc__)
     p.add_argument("file", help="sweep description (.toml)")
     p.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
                    help="override [config] options or seeds/out (e.g. --set steps=1000000 seeds=10)")

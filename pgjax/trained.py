@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
+from pgjax import plugin_files
 from pgjax.config import TrainConfig
 from pgjax.envs import family_of
 from pgjax.errors import ConfigError
@@ -55,7 +56,14 @@ def _run_dir_root(path) -> tuple[Path, str | None]:
 
 
 def _finished_runs(root: Path, record: dict, only: str | None):
-    """[(run record, run dir)] of the runs with parameters, failed runs left out (named)."""
+    """[(run record, run dir)] of the runs with parameters, failed runs left out (named); an
+    unknown run id ``only`` is refused with the ids there are."""
+    ids = [r["id"] for r in record["runs"]]
+    if only is not None and only not in ids:
+        from pgjax.errors import did_you_mean
+
+        raise ConfigError(f"no run '{only}' in {root}{did_you_mean(only, ids)}; pass --run "
+                          f"with one of {', '.join(ids)}")
     out = []
     for r in record["runs"]:
         d = root / "runs" / r["id"]
@@ -84,22 +92,35 @@ def _restore(target, saved: list[dict]):
     return jax.tree.map(lambda *xs: jnp.stack([jnp.asarray(x) for x in xs]), *trees)
 
 
+def read_config(root: Path, record: dict, trust_plugins: bool = False, plugins=(),
+                allow_changed_plugins: bool = False, command: str = "pgjax eval"):
+    """The training config of run directory ``root`` (its ``config.json`` as ``record``),
+    with the run's own plugin copies imported where trusted (``pgjax.plugin_files``)."""
+    loaded = plugin_files.recorded(root, record, trust_plugins, plugins,
+                                   allow_changed_plugins, command)
+    return TrainConfig.from_record(record["config"], plugins=loaded)
+
+
 def evaluate(path, episodes: int = 16, seed: int = 0, stochastic: bool = False,
              final_keys: bool = False, run: str | None = None,
-             include_unfinished: bool = False) -> pd.DataFrame:
+             include_unfinished: bool = False, trust_plugins: bool = False, plugins=(),
+             allow_changed_plugins: bool = False) -> pd.DataFrame:
     """Every finished run of a run directory (or one run), ``episodes`` episodes each (one per
     eval env, all runs vmapped): a table with group, run, seed, episodes, the mean return with
     its 95% bootstrap CI over episodes, the std and the mean length. Keys come from ``seed``
     (fresh episodes), or with ``final_keys`` from the run's own last evaluation (its eval env
     count too), which reproduces the ``eval_return`` it recorded last. An unfinished run
     directory (killed, or still training) is refused unless ``include_unfinished``: then
-    its latest parameters are evaluated and the table's ``finished`` column says so."""
+    its latest parameters are evaluated and the table's ``finished`` column says so.
+    A run that trained with plugins imports its recorded copies only when trusted
+    (``trust_plugins``, or trained by this user here); ``plugins`` replaces copies by name,
+    and a changed file needs ``allow_changed_plugins`` (``pgjax.plugin_files``)."""
     root, only = _run_dir_root(path)
     if not readable(root, include_unfinished, "eval"):
         raise ConfigError(f"{root} is unfinished; resume it first, or pass "
                           f"--include-unfinished to evaluate its latest parameters as they are")
     record = read_json(root / "config.json", "the run's config.json")
-    cfg = TrainConfig.from_record(record["config"])
+    cfg = read_config(root, record, trust_plugins, plugins, allow_changed_plugins)
     if final_keys:
         episodes = cfg.eval_envs
     if episodes < 1:
@@ -171,11 +192,13 @@ class TrainedPolicy:
     ended with ``reset(carry, done)``. Observations are normalised with the saved statistics.
     """
 
-    def __init__(self, path, run: str | None = None):
+    def __init__(self, path, run: str | None = None, trust_plugins: bool = False,
+                 plugins=(), allow_changed_plugins: bool = False):
         root, only = _run_dir_root(path)
         readable(root, True, "load_policy")  # damaged: an error; unfinished: a note
         record = read_json(root / "config.json", "the run's config.json")
-        self.cfg = cfg = TrainConfig.from_record(record["config"])
+        self.cfg = cfg = read_config(root, record, trust_plugins, plugins,
+                                     allow_changed_plugins, "load_policy")
         (r, d), = _finished_runs(root, record, only or run)[:1]
         self.run, self.seed, self.root = r["id"], r["seed"], root
         trainer = Trainer(in_process(cfg), env=build_env(cfg, 1), eval_env=False,
@@ -226,15 +249,67 @@ class TrainedPolicy:
         return self._act(carry, obs, None, True)
 
 
-def load_policy(path, run: str | None = None) -> TrainedPolicy:
+def load_policy(path, run: str | None = None, trust_plugins: bool = False, plugins=(),
+                allow_changed_plugins: bool = False) -> TrainedPolicy:
     """The trained policy of a run directory (its first finished run, or ``run``), or of one
-    ``runs/<id>`` directory: see ``TrainedPolicy``."""
-    return TrainedPolicy(path, run)
+    ``runs/<id>`` directory: see ``TrainedPolicy``. A run trained with plugins imports its
+    own copies of them, only when trusted: ``trust_plugins=True``, or the run was trained by
+    this user on this machine (``pgjax.plugin_files``); ``plugins`` replaces copies by file
+    name, and one whose content differs needs ``allow_changed_plugins=True``."""
+    return TrainedPolicy(path, run, trust_plugins, plugins, allow_changed_plugins)
+
+
+def add_plugin_options(p: argparse.ArgumentParser) -> None:
+    """The options of a reader (``pgjax eval``/``render``) for a run's plugins."""
+    p.add_argument("--trust-plugins", action="store_true",
+                   help="import the plugin code the run carries (its plugins/ copies) even "
+                        "though it was not trained by you on this machine; read it first")
+    p.add_argument("--plugins", nargs="+", default=[], metavar="FILE",
+                   help="use these files in place of the run's copies of the same name")
+    p.add_argument("--allow-changed-plugins", action="store_true",
+                   help="use a --plugins file whose content differs from the recorded one")
+
+
+def eval_folder(path, run: str | None = None,
+                include_unfinished: bool = False) -> list[Path] | None:
+    """The run directories to evaluate in a folder of them (a sweep's, found as ``pgjax plot``
+    finds them), or None where ``path`` is not such a folder (a run directory, one of its
+    ``runs/<id>``, or nothing). Unfinished ones are left out with a note unless
+    ``include_unfinished``; with ``run``, those without that run id."""
+    path = Path(path)
+    if not path.is_dir() or (path / "config.json").exists() or (path / "params.msgpack").exists():
+        return None
+    roots = [r for r in results.find_run_dirs([path], "eval")
+             if include_unfinished or is_finished(r) or readable(r, False, "eval")]
+    if run is not None:
+        ids = {r: [x["id"] for x in read_json(r / "config.json", "the run's config.json")["runs"]]
+               for r in roots}
+        if not any(run in i for i in ids.values()):
+            from pgjax.errors import did_you_mean
+
+            known = sorted({x for i in ids.values() for x in i})
+            raise ConfigError(f"no run '{run}' in the run directories under {path}"
+                              f"{did_you_mean(run, known)}; pass --run with one of "
+                              f"{', '.join(known)}")
+        roots = [r for r in roots if run in ids[r]]
+    if not roots:
+        raise ConfigError(f"{path} holds no finished run directory; pass a run directory or a "
+                          f"folder of them (or --include-unfinished for unfinished ones)")
+    return roots
+
+
+def _print_tables(table: pd.DataFrame) -> None:
+    with pd.option_context("display.width", 160, "display.max_columns", 12):
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+        print(group_table(table).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
 
 
 def eval_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="pgjax eval", description=__doc__.split("\n\n")[0])
-    p.add_argument("path", help="a run directory (every finished run) or one of its runs/<id>")
+    from pgjax.cli import ArgumentParser
+
+    p = ArgumentParser("pgjax eval", __doc__)
+    p.add_argument("path", help="a run directory (every finished run), one of its runs/<id>, "
+                                "or a folder of run directories (a sweep's: each one evaluated)")
     p.add_argument("--episodes", type=int, default=16, help="episodes per run (default 16)")
     p.add_argument("--seed", type=int, default=0, help="seed of the evaluation episodes")
     p.add_argument("--stochastic", action="store_true",
@@ -243,23 +318,51 @@ def eval_main(argv: list[str]) -> int:
                    help="the run's own last evaluation keys and env count (reproduces its "
                         "last recorded eval_return)")
     p.add_argument("--run", default=None, help="evaluate this run id only")
-    p.add_argument("--out", default=None, help="CSV to write (default: <path>/eval.csv)")
+    p.add_argument("--out", default=None,
+                   help="CSV to write (default: <path>/eval.csv; for a folder of run "
+                        "directories, each one's eval.csv, or with --out one CSV of them all "
+                        "with a run_dir column)")
     p.add_argument("--include-unfinished", action="store_true",
                    help="evaluate an unfinished run directory's latest parameters (the table's "
                         "finished column says so)")
+    add_plugin_options(p)
     a = p.parse_args(argv)
+
+    def evaluated(path):
+        return evaluate(path, a.episodes, a.seed, a.stochastic, a.final_keys, a.run,
+                        a.include_unfinished, a.trust_plugins, a.plugins,
+                        a.allow_changed_plugins)
+
     try:
-        table = evaluate(a.path, a.episodes, a.seed, a.stochastic, a.final_keys, a.run,
-                         a.include_unfinished)
+        roots = eval_folder(a.path, a.run, a.include_unfinished)
+        if roots is None:
+            table = evaluated(a.path)
     except ConfigError as e:
         print(f"pgjax eval: error: {e}", file=sys.stderr)
         return 2
-    out = Path(a.out) if a.out else _run_dir_root(a.path)[0] / "eval.csv"
-    table.to_csv(out, index=False)
-    with pd.option_context("display.width", 160, "display.max_columns", 12):
-        print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
-        print(group_table(table).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
-    print(f"wrote {out}")
+    if roots is None:
+        out = Path(a.out) if a.out else _run_dir_root(a.path)[0] / "eval.csv"
+        table.to_csv(out, index=False)
+        _print_tables(table)
+        print(f"wrote {out}")
+        return 0
+    tables, written = [], []
+    for root in roots:
+        try:
+            table = evaluated(root)
+        except ConfigError as e:
+            print(f"pgjax eval: error: {root}: {e}", file=sys.stderr)
+            return 2
+        print(f"{root}:")
+        _print_tables(table)
+        if a.out is None:
+            table.to_csv(root / "eval.csv", index=False)
+            written.append(root / "eval.csv")
+        tables.append(table.assign(run_dir=str(root))[["run_dir", *table.columns]])
+    if a.out is not None:
+        pd.concat(tables, ignore_index=True).to_csv(a.out, index=False)
+        written.append(Path(a.out))
+    print("wrote " + ", ".join(map(str, written)))
     return 0
 
 

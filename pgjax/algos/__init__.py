@@ -44,6 +44,12 @@ def register(name: str, config_cls, factory, *, replace: bool = False) -> None:
         raise TypeError(f"factory for '{name}' must be callable: factory(config, policy)")
     if name in BUILTIN and not replace:
         raise ValueError(f"'{name}' is a built-in update rule; pick another name")
+    from pgjax.algos.multiagent import ALIASES
+
+    if name in ALIASES:  # --algo <alias> would never reach the registered rule
+        rule, scheme = ALIASES[name]
+        raise ValueError(f"'{name}' is pgjax's name for --algo {rule} --agent-update "
+                         f"{scheme}; register the rule under another name")
     RULES.register(name, Rule(config_cls, factory), replace=replace, origin=source_file(factory))
 
 

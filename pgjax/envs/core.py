@@ -123,7 +123,12 @@ def check_env(env, num_envs: int, where: str = "the environment") -> None:
                           f"must be finite with low < high; give its ActionSpace finite bounds")
     if spec.host:
         return
-    state, obs = jax.eval_shape(env.reset, jax.random.PRNGKey(0))
+    out = _traced(jax.eval_shape, env.reset, jax.random.PRNGKey(0), where=where,
+                  name="reset(key)", expected="(state, obs)")
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise ConfigError(f"{where}'s reset(key) returns {_arity(out)}; pgjax's environment "
+                          f"protocol expects (state, obs): return those two")
+    state, obs = out
     if isinstance(obs, dict):
         raise ConfigError(f"{where}'s observations are a dict (keys {', '.join(sorted(obs))}); "
                           f"pgjax's policies read one array: concatenate the entries in the "
@@ -136,13 +141,46 @@ def check_env(env, num_envs: int, where: str = "the environment") -> None:
     action = jax.ShapeDtypeStruct((num_envs, spec.action.n) if spec.action.kind == "box"
                                   else (num_envs,),
                                   jnp.float32 if spec.action.kind == "box" else jnp.int32)
-    _, ts = jax.eval_shape(env.step, state, action)
+    out = _traced(jax.eval_shape, env.step, state, action, where=where,
+                  name="step(state, action)", expected="(state, TimeStep)")
+    if not isinstance(out, (tuple, list)) or len(out) != 2 or \
+            not all(hasattr(out[1], f) for f in ("reward", "terminated", "truncated")):
+        raise ConfigError(f"{where}'s step(state, action) returns {_arity(out)}; pgjax's "
+                          f"environment protocol expects (state, TimeStep) with reward, "
+                          f"terminated and truncated (see pgjax.envs.TimeStep)")
+    _, ts = out
     for field, kind in (("reward", jnp.floating), ("terminated", jnp.bool_),
                         ("truncated", jnp.bool_)):
         x = getattr(ts, field)
         if x.shape != (num_envs,) or not jnp.issubdtype(x.dtype, kind):
             raise ConfigError(f"{where}'s step gives {field} {x.shape} {x.dtype}; pgjax needs "
                               f"[{num_envs}] {'floats' if kind is jnp.floating else 'bools'}")
+
+
+def _arity(out) -> str:
+    """How a function's result looks, for an error message."""
+    if isinstance(out, (tuple, list)):
+        return f"{len(out)} values ({', '.join(type(x).__name__ for x in out)})"
+    return f"one {type(out).__name__}"
+
+
+def _traced(trace, function, *args, where: str, name: str, expected: str):
+    """``trace(fn, *args)``; an error raised by the environment's own code while it is traced
+    (a wrong tuple unpacked, a shape mismatch) becomes one line naming the function, the
+    place in its code and what pgjax expects it to return."""
+    import traceback
+
+    try:
+        return trace(function, *args)
+    except ConfigError:
+        raise
+    except Exception as e:
+        frames = [f for f in traceback.extract_tb(e.__traceback__)
+                  if "/jax/" not in f.filename and "/jaxlib/" not in f.filename]
+        at = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+        message = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
+        raise ConfigError(f"{where}'s {name} failed while traced ({type(e).__name__}: "
+                          f"{message}{at}); it must return {expected} of jax arrays") from None
 
 
 class Wrapper:

@@ -41,14 +41,40 @@ class VectorEnvState:
     pool_obs: jax.Array  # [N, *obs] their observations
 
 
+def _returning(fn: Callable, name: str, expected: str) -> Callable:
+    """``fn``, checked as it is traced to return the tuple a simulator's ``name`` returns
+    (``expected``): a wrong count is one line naming the function, not an unpacking error
+    inside pgjax."""
+    import inspect
+
+    want = expected.count(",") + 1
+
+    def checked(*args):
+        out = fn(*args)
+        if not isinstance(out, tuple) or len(out) != want:
+            try:
+                where = f" ({inspect.getsourcefile(fn)}:{inspect.getsourcelines(fn)[1]})"
+            except (OSError, TypeError):
+                where = ""
+            got = f"{len(out)} values" if isinstance(out, (tuple, list)) else \
+                f"one {type(out).__name__}"
+            raise ConfigError(f"{getattr(fn, '__qualname__', name)}{where} returns {got}; a "
+                              f"simulator's {name} returns {expected} (no auto-reset and no "
+                              f"time limit: pgjax adds both; for gymnax use its step_env)")
+        return out
+
+    return checked
+
+
 class VectorEnv:
     def __init__(self, spec: EnvSpec, reset1: Callable, step1: Callable,
                  clip_actions: bool = True):
         if spec.num_envs < 1 or spec.max_episode_steps < 1:
             raise ConfigError("num_envs and episode_length must be >= 1; pass positive values")
         self.spec = spec
-        self._reset = jax.vmap(reset1)
-        self._step = jax.vmap(step1)
+        self._reset = jax.vmap(_returning(reset1, "reset1(key)", "(sim_state, obs)"))
+        self._step = jax.vmap(_returning(step1, "step1(sim_state, action)",
+                                         "(sim_state, obs, reward, terminated)"))
         self._clip = clip_actions and spec.action.kind == "box"
 
     def reset(self, key):
