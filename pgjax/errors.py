@@ -18,6 +18,17 @@ class TrainingError(RuntimeError):
     FixPO's fixup cap); the other runs and every record up to the failure are kept."""
 
 
+class StorageError(TrainingError):
+    """The records could not be written (full, read-only or unwritable storage, a path too
+    long): one line naming the path and the fix. Nothing is marked finished; the run
+    continues with ``--resume`` once the storage is fixed."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread by ``pgjax``'s handler: the run stops as at
+    Ctrl-C (finished chunks recorded, a replaced run restored), exit 143."""
+
+
 def did_you_mean(value: str, choices, n: int = 2) -> str:
     """`` (did you mean 'x'?)`` for the choices closest to a mistyped ``value`` (case
     ignored), or ""."""
@@ -41,3 +52,4 @@ def check_choice(value, allowed, name: str, flag: str) -> None:
 
 EXIT_BAD_INPUT = 2  # the input was refused before anything ran (a one-line error)
 EXIT_RUNS_FAILED = 3  # training ran and some runs failed (non-finite values, rule errors)
+EXIT_TERMINATED = 143  # SIGTERM (128 + 15): stopped, finished chunks recorded

@@ -288,16 +288,18 @@ class Claim:
         records set aside are removed when every run finished; put back when every run
         failed (the new records are set aside in their place); kept otherwise. Returns a
         note saying what happened to them, or None."""
+        aside = self.aside
         if not failed:
+            self.aside = None
             empty_trash(self.root)
             return None
-        if self.aside is None:
+        if aside is None:
             return None
         if failed >= total:
             return self.restore("every run of the new one failed")
+        self.aside = None  # settled: kept where it is
         return (f"some runs of the new one failed, so the run it replaced is kept in "
-                f"{self.aside}; to restore it, remove {self.root} and move {self.aside} "
-                f"there")
+                f"{aside}; to restore it, remove {self.root} and move {aside} there")
 
     def restore(self, why: str) -> str | None:
         """Put the records set aside back into the run directory (the records it holds now,

@@ -214,6 +214,28 @@ def enclosing_run(path) -> Path | None:
     return None
 
 
+def check_links(root) -> None:
+    """Before anything is written into run directory ``root``: a one-line ``ConfigError``
+    when a file or folder in it is a symbolic link leading outside it (a run folder
+    received from elsewhere): records are written only inside their directory. Links that
+    stay inside it are followed as they are."""
+    import os
+
+    root = Path(root)
+    real = os.path.realpath(root)
+    for top, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = Path(top) / name
+            if not path.is_symlink():
+                continue
+            target = os.path.realpath(path)
+            if target != real and not target.startswith(real.rstrip(os.sep) + os.sep):
+                raise ConfigError(f"{path} is a symbolic link to {target}, outside the run "
+                                  f"directory {root}; pgjax writes only inside it: replace "
+                                  f"the link by a copy of what it links to (cp -rL), or pass "
+                                  f"--overwrite to train the run again")
+
+
 def is_finished(root) -> bool:
     return inspect(root).state == "finished"
 

@@ -194,3 +194,74 @@ def test_a_mistyped_env_id_names_the_closest_ids_in_one_line(env, closest, capsy
     assert main(["train", "--env", env, "--steps", "100"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f"did you mean '{closest}'" in err, err
+
+
+class _ClosedPipe:
+    """A stdout whose reader has gone after ``lines`` writes: EPIPE from then on (not a
+    file descriptor, like a test's buffer)."""
+
+    def __init__(self, lines: int):
+        self.lines, self.text = lines, []
+
+    def write(self, text):
+        if len(self.text) >= self.lines:
+            raise BrokenPipeError(32, "Broken pipe")
+        self.text.append(text)
+        return len(text)
+
+    def flush(self):
+        if len(self.text) >= self.lines:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    def fileno(self):
+        raise OSError("no file descriptor")
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_training_into_a_closed_pipe_finishes_its_run(stream, tmp_path, monkeypatch):
+    """`pgjax train ... | head -3`: the progress lines after the reader has gone are dropped
+    and training goes on to a finished run, exit 0 (not an unfinished run reported as
+    done)."""
+    from pgjax.records import is_finished
+
+    monkeypatch.setattr(sys, stream, _ClosedPipe(1))
+    code = main(["train", "--env", "jax:cartpole", "--steps", "1024", "--num-envs", "4",
+                 "--rollout-len", "32", "--eval-every", "2", "--eval-envs", "2",
+                 "--out", str(tmp_path), "--name", "r"]
+                + (["--steps", "100000000", "--ppo.lr", "nope"] if stream == "stderr" else []))
+    if stream == "stdout":
+        assert code == 0 and is_finished(tmp_path / "r")
+        assert len(sys.stdout.text) == 1  # the first line, then nothing
+    else:  # the error line of bad input to a closed stderr: still exit 2, quietly
+        assert code == 2
+
+
+def test_the_closed_output_wrapper_drops_writes_on_a_real_pipe():
+    import os
+
+    from pgjax.cli import _Output
+
+    r, w = os.pipe()
+    os.close(r)
+    raw = os.fdopen(w, "w")
+    out = _Output(raw)
+    for _ in range(3):
+        assert out.write("x" * 100000) == 100000  # EPIPE at the first flush of the buffer
+        out.flush()
+    raw.close()
+
+
+@pytest.mark.slow
+def test_train_piped_into_head_finishes_its_run(tmp_path):
+    """The real pipe: `pgjax train ... | head -1` exits 0 with the run finished."""
+    from pgjax.records import is_finished
+
+    proc = subprocess.Popen([sys.executable, "-m", "pgjax.cli", "train", "--env", "jax:cartpole",
+                             "--steps", "1024", "--num-envs", "4", "--rollout-len", "32",
+                             "--eval-every", "1", "--eval-envs", "2", "--out", str(tmp_path),
+                             "--name", "r"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.readline()
+    proc.stdout.close()  # the reader goes, as `head -1` does
+    err = proc.stderr.read().decode()
+    assert proc.wait() == 0 and "Traceback" not in err, err
+    assert is_finished(tmp_path / "r")

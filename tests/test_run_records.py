@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
 import pgjax.cli
 from pgjax.cli import main
 from pgjax.records import exact, is_finished, run_id
@@ -43,22 +45,70 @@ def test_overwrite_with_a_typo_leaves_the_finished_run_as_it_was(tmp_path, capsy
     assert not (tmp_path / ".trash").exists()
 
 
-def test_overwrite_sets_the_old_run_aside_until_the_new_one_finishes(tmp_path, monkeypatch):
+def test_overwrite_sets_the_old_run_aside_until_the_new_one_finishes(tmp_path, monkeypatch,
+                                                                     capsys):
+    """While the new run trains the old one is in .trash (a SIGKILL leaves it there); a new
+    run stopped (Ctrl-C, SIGTERM) or crashing puts it back; a successful one removes it."""
+    from pgjax.errors import Terminated
+
     assert _train(tmp_path) == 0
     root = tmp_path / "r"
-    old_metrics = (root / "runs" / "seed0" / "metrics.csv.gz").read_bytes()
+    before = _snapshot(root)
     import pgjax.runner
 
-    def crash(*a, **k):
-        raise KeyboardInterrupt
+    for stop, code in ((KeyboardInterrupt, 130), (Terminated, 143), (RuntimeError, None)):
+        def crash(*a, **k):
+            kept = list((tmp_path / ".trash").glob("r-*/runs/seed0/metrics.csv.gz"))
+            assert len(kept) == 1 and kept[0].read_bytes() == before["runs/seed0/metrics.csv.gz"]
+            assert not is_finished(root)
+            raise stop
 
-    monkeypatch.setattr(pgjax.runner, "_train_chunks", crash)
-    assert _train(tmp_path, "--overwrite", "--ppo.lr", "1e-3") == 130
-    kept = list((tmp_path / ".trash").glob("r-*/runs/seed0/metrics.csv.gz"))
-    assert len(kept) == 1 and kept[0].read_bytes() == old_metrics
+        monkeypatch.setattr(pgjax.runner, "_train_chunks", crash)
+        if code is None:
+            with pytest.raises(RuntimeError):
+                _train(tmp_path, "--overwrite", "--ppo.lr", "1e-3")
+        else:
+            assert _train(tmp_path, "--overwrite", "--ppo.lr", "1e-3") == code
+        assert "holds the run it replaced again" in capsys.readouterr().err
+        assert is_finished(root) and _snapshot(root) == before, stop
     monkeypatch.undo()
     assert _train(tmp_path, "--overwrite", "--ppo.lr", "1e-3") == 0
     assert is_finished(root) and not (tmp_path / ".trash").exists()
+
+
+def test_an_overwrite_whose_new_runs_all_fail_keeps_the_old_run(tmp_path, monkeypatch, capsys):
+    """Exit 3 with every new run failed: the finished run it was to replace is put back (the
+    failed records kept in .trash); with some failed, the old run stays in .trash and the
+    warning says where and how to restore it."""
+    import pgjax.runner
+
+    assert _train(tmp_path, "--seeds", "2") == 0
+    root = tmp_path / "r"
+    before = _snapshot(root)
+
+    def failing(which):
+        def find(cfg, metrics, first_iter, run_ids, active):
+            return {r: (first_iter + 1, f"non-finite loss (run {run_ids[r]}, update "
+                                        f"{first_iter + 1})") for r in active if r in which}
+        return find
+
+    monkeypatch.setattr(pgjax.runner, "find_failures", failing({0, 1}))
+    assert _train(tmp_path, "--seeds", "2", "--overwrite", "--ppo.lr", "1e-3") == 3
+    err = capsys.readouterr().err
+    assert "every run of the new one failed" in err and "replaced again" in err, err
+    assert is_finished(root) and _snapshot(root) == before
+    failed = list((tmp_path / ".trash").glob("r-*/runs/seed*/status.json"))
+    assert len(failed) == 2  # the new run's records, kept
+    monkeypatch.setattr(pgjax.runner, "find_failures", failing({0}))
+    assert _train(tmp_path, "--seeds", "2", "--overwrite", "--ppo.lr", "1e-3") == 3
+    err = capsys.readouterr().err
+    kept = [p for p in (tmp_path / ".trash").iterdir()
+            if (p / "runs" / "seed1" / "metrics.csv.gz").exists()
+            and not (p / "runs" / "seed1" / "status.json").exists()]
+    assert len(kept) == 1 and f"kept in {kept[0]}" in err and "to restore it" in err, err
+    assert (kept[0] / "runs" / "seed0" / "metrics.csv.gz").read_bytes() == \
+        before["runs/seed0/metrics.csv.gz"]
+    assert is_finished(root) and _snapshot(root) != before
 
 
 def test_distinct_grid_values_never_share_a_run_directory(tmp_path):
