@@ -170,14 +170,17 @@ FAULTS = {
 }
 
 
-def storage_message(e: OSError, then: str = "") -> str:
+def storage_message(e: OSError, then: str = "", what: str | None = None) -> str:
     """One line for a storage fault: the path, what is wrong and the fix (``then``: what
-    to do once it is fixed, e.g. continue the run)."""
-    where = e.filename if e.filename is not None else "the records"
-    what, fix = FAULTS.get(e.errno, (e.strerror or type(e).__name__,
-                                     "check the storage and the path"))
-    why = f" ({e.strerror})" if e.strerror and e.strerror.lower() != what else ""
-    return f"cannot write {where}: {what}{why}; {fix}{then}"
+    to do once it is fixed, e.g. continue the run; ``what``: the thing that could not be
+    written, instead of the path)."""
+    where = what or (e.filename if e.filename is not None else "the records")
+    wrong, fix = FAULTS.get(e.errno, (e.strerror or type(e).__name__,
+                                      "check the storage and the path"))
+    why = f" ({e.strerror})" if e.strerror and e.strerror.lower() != wrong else ""
+    if e.errno in (errno.ENOTDIR, errno.ENOENT, errno.EISDIR):
+        fix = "pass a writable --out"
+    return f"cannot write {where}: {wrong}{why}; {fix}{then}"
 
 
 def remove_stale_temporaries(directory: Path) -> None:

@@ -360,7 +360,7 @@ def claim(cfg) -> Claim:
         raise InUse(f"{root} is in use by another pgjax process; wait for it to finish "
                     f"or pick another --name") from None
     except OSError as e:
-        raise ConfigError(storage_message(e, " for the run directory")) from None
+        raise ConfigError(storage_message(e, what=f"the run directory {root}")) from None
     found = inspect(root)
     if found.state == "foreign" or (found.state == "damaged" and not cfg.overwrite):
         lock.release()

@@ -207,20 +207,26 @@ def program_key(cfg: TrainConfig, trainer: Trainer, place: Placement) -> str | N
     return json.dumps(d, sort_keys=True, default=str)
 
 
-def check_resumable(cfg: TrainConfig, root) -> None:
-    from pgjax.records import check_records, read_json
-
-    saved = read_json(root / "config.json", "the run's config.json").get("config", {})
-    check_records(root)
+def config_differences(cfg: TrainConfig, saved, where) -> list[str]:
+    """How ``cfg`` differs from a recorded config (``saved``: a ``"config"`` entry as
+    ``to_dict`` wrote it; ``where``: the file it was read from), in what a resume must
+    match: ``["ppo.lr (0.0003 recorded, 0.001 now)", ...]``, empty when it matches. A record
+    that does not read back as a config is a one-line ``ConfigError``."""
     now = json.loads(json.dumps(cfg.to_dict(), default=str))
     # options whose spelling may differ while their effect is the same (a record written
     # before the option existed, ``auto``) are compared by what they resolve to
     from pgjax.config import LEGACY
 
-    then = TrainConfig.from_record({**LEGACY, **saved}, plugins=cfg.plugins)
-    # plugins are compared by content: the paths differ when resumed from another folder
-    plugin_files.check_same(root, read_json(root / "config.json", "the run's config.json"),
-                            cfg.plugins)
+    fix = "restore it from a copy, or pass --overwrite (a sweep: another --name)"
+    if not isinstance(saved, dict):
+        raise ConfigError(f"{where} is damaged (its config is not a table); {fix}")
+    try:
+        then = TrainConfig.from_record({**LEGACY, **saved}, plugins=cfg.plugins)
+    except ConfigError as e:
+        raise ConfigError(f"{where} is damaged ({e})".split("; ")[0] + f"; {fix}") from None
+    except Exception as e:  # a hand-edited value of the wrong type
+        raise ConfigError(f"{where} is damaged ({type(e).__name__} reading its config); "
+                          f"{fix}") from None
     # the record read back as a config: an option added since reads as the recorded
     # behaviour (its default, or its LEGACY value)
     saved = json.loads(json.dumps(then.to_dict(), default=str))
@@ -244,6 +250,18 @@ def check_resumable(cfg: TrainConfig, root) -> None:
     if any(d.startswith("anneal_steps") for d in diff):
         diff.append(f"(the recorded schedule spans {then.anneal_iterations} updates: "
                     f"--anneal-steps {then.anneal_iterations * then.batch_size} gives it)")
+    return diff
+
+
+def check_resumable(cfg: TrainConfig, root) -> None:
+    from pgjax.records import check_records, read_json
+
+    saved = read_json(root / "config.json", "the run's config.json").get("config", {})
+    check_records(root)
+    diff = config_differences(cfg, saved, root / "config.json")
+    # plugins are compared by content: the paths differ when resumed from another folder
+    plugin_files.check_same(root, read_json(root / "config.json", "the run's config.json"),
+                            cfg.plugins)
     if diff:
         raise ConfigError(f"cannot resume {root}: its config differs in {', '.join(diff)}; "
                           f"resume with the same options, or pick a new --name")

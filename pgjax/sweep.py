@@ -64,6 +64,7 @@ from pgjax.options import flat_options, option_names, toml_key, toml_value
 from pgjax.records import atomic_write_json, exact, inspect, is_finished, read_json
 from pgjax.run_options import name_part
 
+SETTINGS = "settings.json"  # in the sweep directory: {group: the config it is run with}
 TOP_KEYS = {"name", "out", "algos", "envs", "seeds", "seed", "preset", "config", "env_config",
             "grid", "static"}
 
@@ -328,10 +329,16 @@ class Sweep:
         except OSError as e:
             raise ConfigError(f"cannot write the sweep directory {self.root} ({e.strerror}); "
                               f"pass a writable out (--set out=...)") from None
+        self.check_settings()
         status = self.status()
         total = len(self.groups)
         for i, (name, cfg) in enumerate(self.groups.items(), 1):
             if is_finished(self.root / name):
+                other = self._finished_otherwise(name, cfg)
+                if other:  # finished by a process that did not record its settings
+                    log(f"[{i}/{total}] {name}: error: {other}")
+                    status = self.record(name, {"status": "error", "error": other}, status)
+                    continue
                 log(f"[{i}/{total}] {name}: finished, skipped")
                 if name not in status["groups"]:  # a rebuilt sweep.json
                     done = read_json(self.root / name / "status.json", "status.json")
@@ -357,6 +364,58 @@ class Sweep:
             entry["wall_time_s"] = round(time.time() - t, 1)
             status = self.record(name, entry, status)
         return status
+
+    def check_settings(self) -> None:
+        """The sweep directory records the settings each of its groups is run with
+        (``SETTINGS``: {group: config}), written by the first process that runs the group:
+        another process (or a later run) whose groups differ (other ``--set`` values, an
+        edited sweep file) is refused with one line before anything trains, so that one
+        folder never mixes two settings, even where neither process has started a group
+        yet. Processes with the same settings share the sweep as before; groups not yet
+        recorded are added."""
+        from filelock import FileLock
+
+        from pgjax.runner import config_differences
+
+        path = self.root / SETTINGS
+        if not _writer():
+            return
+        if (self.root / ".sweep.lock").is_symlink():
+            (self.root / ".sweep.lock").unlink()
+        with FileLock(self.root / ".sweep.lock"):
+            recorded = read_json(path, SETTINGS, f"restore it, or delete it if every group's "
+                                                 f"own config.json is intact (they are "
+                                                 f"checked as each group runs)") \
+                if path.exists() else {}
+            if not isinstance(recorded, dict) or not all(isinstance(v, dict)
+                                                         for v in recorded.values()):
+                raise ConfigError(f"{path} is damaged (not a table of groups); restore it, "
+                                  f"or delete it if every group's own config.json is intact")
+            for name, cfg in self.groups.items():
+                if name not in recorded:
+                    continue
+                diff = config_differences(cfg, recorded[name], path)
+                if diff:
+                    raise ConfigError(f"the sweep {self.root} is run with other settings "
+                                      f"(group {name}: {', '.join(diff)}); rerun it with the "
+                                      f"same sweep file and --set values, or pass another "
+                                      f"--name for the new settings")
+            new = {name: json.loads(json.dumps(cfg.to_dict(), default=str))
+                   for name, cfg in self.groups.items() if name not in recorded}
+            if new:
+                atomic_write_json(path, {**recorded, **new})
+
+    def _finished_otherwise(self, name: str, cfg) -> str | None:
+        """Why the finished group ``name`` is not this sweep's (its config.json records
+        other settings), or None."""
+        from pgjax.runner import config_differences
+
+        path = self.root / name / "config.json"
+        try:
+            diff = config_differences(cfg, read_json(path, "config.json").get("config"), path)
+        except ConfigError as e:
+            return str(e)
+        return f"finished with other settings ({', '.join(diff)})" if diff else None
 
     def record(self, name: str, entry: dict, status: dict) -> dict:
         """Set group ``name``'s entry of ``sweep.json`` and return the whole status. The file is

@@ -334,6 +334,36 @@ def test_a_changed_sweep_is_refused_before_anything_trains(tmp_path, capsys):
     assert _snapshot(tmp_path / "s") == before  # no group trained, not even the new one
 
 
+def test_a_sweep_shared_with_other_settings_is_refused(tmp_path, capsys, monkeypatch):
+    """Two processes on one sweep folder: the second one's --set differs while the first has
+    recorded its settings but not yet created a group: refused with one line naming the
+    difference (exit 2), nothing trained; with the same settings it shares the sweep."""
+    import pgjax.runner
+
+    f = tmp_path / "s.toml"
+    f.write_text(SWEEP.format(out=tmp_path))
+    real, other = pgjax.runner.run, []
+
+    def first_group(cfg, log, strict):  # the other process starts here
+        if not other:
+            other.append(main(["sweep", str(f), "--set", "ppo.lr=1e-3"]))
+            other.append(capsys.readouterr().err.strip())
+            other.append(list((tmp_path / "s").iterdir()))
+            other.append(main(["sweep", str(f)]))  # the same settings: it trains the group
+        return real(cfg, log=log, strict=strict)
+
+    monkeypatch.setattr(pgjax.runner, "run", first_group)
+    assert main(["sweep", str(f)]) == 0
+    code, err, held, same = other
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert "ppo.lr (0.0003 recorded, 0.001 now)" in err and "--name" in err, err
+    assert sorted(p.name for p in held) == [".sweep.lock", "settings.json"]  # nothing trained
+    assert same == 0 and is_finished(tmp_path / "s" / "ppo_jax-cartpole")
+    monkeypatch.undo()
+    assert main(["sweep", str(f), "--set", "ppo.lr=1e-3", "steps=1024"]) == 2  # later, too
+    assert "ppo.lr (0.0003 recorded, 0.001 now)" in capsys.readouterr().err
+
+
 def test_sweep_files_of_the_wrong_form_are_one_line(tmp_path, capsys):
     bad = {"grid = 5": "'grid'", "config = 3": "'config'", "name = 5": "'name'",
            'algos = [1]\nenvs = ["jax:cartpole"]': "'algos'",
