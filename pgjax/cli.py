@@ -271,7 +271,10 @@ def presets_main(argv: list[str]) -> int:
     names = argv or list(presets.PRESETS)
     unknown = [n for n in names if n not in presets.PRESETS]
     if unknown:
-        print(f"pgjax presets: error: unknown preset '{unknown[0]}'; use one of "
+        from pgjax.errors import did_you_mean
+
+        print(f"pgjax presets: error: unknown preset '{unknown[0]}'"
+              f"{did_you_mean(unknown[0], presets.PRESETS)}; use one of "
               f"{', '.join(presets.PRESETS)}", file=sys.stderr)
         return 2
     print("\n\n".join(presets.describe(presets.PRESETS[n]) for n in names))
@@ -405,8 +408,10 @@ def _main(argv: list[str]) -> int:
         print(USAGE)
         return 0
     if argv[0] not in COMMANDS:
-        print(f"pgjax: unknown command '{argv[0]}'; use one of: {', '.join(COMMANDS)}",
-              file=sys.stderr)
+        from pgjax.errors import did_you_mean
+
+        print(f"pgjax: unknown command '{argv[0]}'{did_you_mean(argv[0], COMMANDS)}; use one "
+              f"of: {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
     args = argv[1:]
     if argv[0] in COMPILING:

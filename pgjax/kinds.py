@@ -87,8 +87,10 @@ class NetConfig:
         for name in ("actor_hidden", "critic_hidden"):
             sizes = getattr(self, name)
             if any(size < 1 or size > MAX_SIZE for size in sizes):
+                fix = " ".join(str(min(max(size, 1), MAX_SIZE)) for size in sizes)
                 raise ConfigError(f"net.{name} sizes must be in [1, {MAX_SIZE:,}], got {sizes}; "
-                                  f"pass other --net.{name.replace('_', '-')} sizes")
+                                  f"pass other --net.{name.replace('_', '-')} sizes (e.g. "
+                                  f"--net.{name.replace('_', '-')} {fix})")
         check_choice(self.activation, tuple(ACTIVATIONS), "activation", "--net.activation")
         if not self.policy_head_gain > 0:
             raise ConfigError(f"net.policy_head_gain must be > 0, got {self.policy_head_gain}; "

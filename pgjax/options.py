@@ -217,8 +217,9 @@ def fill_label(label: str, options: dict) -> str:
     def value(m):
         key = m.group(1)
         if key not in options:
-            raise ConfigError(f"label '{label}' names {{{key}}}, which is not an option"
-                              f"{did_you_mean(key, options)}; use "
+            like = did_you_mean(f"{{{key}}}", [f"{{{k}}}" for k in options])
+            raise ConfigError(f"label '{label}' names '{{{key}}}', which is not an option"
+                              f"{like}; use "
                               f"option names such as {{algo}}, {{env}}, {{policy}}, "
                               f"{{ppo.lr}}")
         return format_option(options[key])
@@ -310,10 +311,11 @@ def parse_grid(items, base: dict, is_static) -> dict[str, list[float]]:
         key, sep, values = item.partition("=")
         if sep and key not in base and is_static(key):
             first = values.split(",")[0].strip()
+            one = f"replace --grid {item} with {flag(key)} {first}" if first else \
+                f"drop --grid {item} and set one value with {flag(key)}"
             raise ConfigError(f"--grid {key} is a static option (it changes the compiled "
                               f"program, so it cannot be vmapped); sweep it in a sweep "
-                              f"file's [static] table, or set one value with "
-                              f"{flag(key)}" + (f" {first}" if first else ""))
+                              f"file's [static] table, or {one}")
         if sep and key not in base:
             raise ConfigError(f"bad --grid entry '{item}': unknown name '{key}'"
                               f"{did_you_mean(key, base)}; write name=v1,v2 with name one of "

@@ -25,7 +25,6 @@ left out unless ``--include-unfinished``. Tables come from ``pgjax.results``.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -193,8 +192,10 @@ def _check_metric(df, column: str) -> None:
     if not numeric or not df[column].notna().any():
         known = sorted(c for c in df.columns if c not in results.RUN_COLUMNS + ["chunk"]
                        and pd.api.types.is_numeric_dtype(df[c]))
-        raise ConfigError(f"no run records '{column}'; pass --metric with a recorded column: "
-                          f"{', '.join(known)}")
+        from pgjax.errors import did_you_mean
+
+        raise ConfigError(f"no run records '{column}'{did_you_mean(column, known)}; pass "
+                          f"--metric with a recorded column: {', '.join(known)}")
 
 
 def plot_metric(df, out: Path, column: str) -> list[Path]:
@@ -293,7 +294,9 @@ RETURNS = {"auto": "auto", "eval": "eval_return", "eval_stochastic": "eval_retur
 
 
 def plot_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="pgjax plot", description=__doc__.split("\n\n")[0])
+    from pgjax.cli import ArgumentParser
+
+    p = ArgumentParser("pgjax plot", __doc__)
     p.add_argument("paths", nargs="+", help="run directories, or folders containing them")
     p.add_argument("--out", default=None, help="output folder (default: the first path)")
     p.add_argument("--estimator", choices=("iqm", "mean", "median"), default="iqm")
@@ -325,7 +328,7 @@ def plot_main(argv: list[str]) -> int:
                               f"bootstrap resamples (e.g. --reps 2000)")
         if not 0 <= a.final_window < 1:
             raise ConfigError(f"--final-window must be in [0, 1), got {a.final_window}; pass "
-                              f"e.g. 0.05 (the last 5% of training)")
+                              f"e.g. --final-window 0.05 (the last 5% of training)")
         df = load(a.paths, a.include_unfinished)
         for m in a.metric:
             _check_metric(df, m)

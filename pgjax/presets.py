@@ -531,8 +531,10 @@ def task_key(env: str) -> str:
 
 def get(name: str) -> Preset:
     if name not in PRESETS:
-        raise ConfigError(f"unknown preset '{name}'; use one of {', '.join(PRESETS)} "
-                          f"(pgjax presets lists them)")
+        from pgjax.errors import did_you_mean
+
+        raise ConfigError(f"unknown preset '{name}'{did_you_mean(name, PRESETS)}; use one of "
+                          f"{', '.join(PRESETS)} (pgjax presets lists them)")
     return PRESETS[name]
 
 

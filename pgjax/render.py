@@ -169,9 +169,11 @@ def render(path, out, run: str | None = None, seed: int = 0, stochastic: bool = 
     out = Path(out)
     if out.suffix not in FORMATS:
         raise ConfigError(f"unknown output format '{out.suffix}'; pass --out ending in "
-                          f"{', '.join(FORMATS)}")
-    if width < 16 or height < 16:
-        raise ConfigError("--width and --height must be >= 16 pixels; pass larger sizes")
+                          f"{', '.join(FORMATS)} (e.g. --out {out.with_suffix('.mp4')})")
+    for name, size, default in (("--width", width, 320), ("--height", height, 240)):
+        if size < 16:
+            raise ConfigError(f"{name} must be >= 16 pixels, got {size}; pass a larger "
+                              f"{name} (e.g. {name} {default})")
     policy = load_policy(path, run, trust_plugins, plugins, allow_changed_plugins)
     renderer = family_of(policy.cfg.env)[0].renderer
     if renderer not in RENDERERS:

@@ -196,7 +196,8 @@ class RunOptions:
                             "eval_envs"))
         if not 0 <= self.seed <= INT_MAX - self.seeds:
             raise ConfigError(f"seed must be in [0, {INT_MAX - self.seeds:,}] for {self.seeds} "
-                              f"seeds, got {self.seed}; pass a smaller --seed")
+                              f"seeds, got {self.seed}; pass --seed in that range (e.g. "
+                              f"--seed 0)")
         if self.name is not None and (Path(self.name).name != self.name
                                       or self.name in ("", ".", "..") or "\\" in self.name):
             raise ConfigError(f"run name '{self.name}' must be one directory name inside --out; "

@@ -2,6 +2,7 @@
 
     pgjax eval runs/ppo_hopper --episodes 100            # every run, fresh episodes
     pgjax eval runs/ppo_hopper --final-keys              # the run's own last evaluation again
+    pgjax eval sweeps/locomotion                         # each run directory of a sweep
 
 A run directory's ``config.json`` rebuilds the training config, and each run's
 ``params.msgpack`` holds its parameters and observation statistics, so a trained policy can be
@@ -328,6 +329,10 @@ def eval_main(argv: list[str]) -> int:
     add_plugin_options(p)
     a = p.parse_args(argv)
 
+    if a.episodes < 1 and not a.final_keys:
+        print(f"pgjax eval: error: --episodes must be >= 1, got {a.episodes}; pass a positive "
+              f"number (e.g. --episodes 16)", file=sys.stderr)
+        return 2
     def evaluated(path):
         return evaluate(path, a.episodes, a.seed, a.stochastic, a.final_keys, a.run,
                         a.include_unfinished, a.trust_plugins, a.plugins,

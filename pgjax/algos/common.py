@@ -97,18 +97,22 @@ class AlgoConfig:
         eps = getattr(self, "adam_eps", None)
         if eps is not None and not eps > 0:
             raise ConfigError(f"adam_eps must be > 0, got {eps}; pass a small positive "
-                              f"--{prefix}.adam-eps (e.g. 1e-5)")
+                              f"--{prefix}.adam-eps (e.g. --{prefix}.adam-eps 1e-05)")
         for name, allowed in self.CHOICES.items():
             check_choice(getattr(self, name), allowed, name,
                          f"--{prefix}.{name.replace('_', '-')}")
         for name in self.COUNTS:
             if getattr(self, name) < 1:
+                flag = f"--{prefix}.{name.replace('_', '-')}"
+                default = getattr(type(self)(), name)
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}; pass "
-                                  f"--{prefix}.{name.replace('_', '-')} >= 1")
+                                  f"a positive {flag} (e.g. {flag} {max(default, 1)})")
         for name in self.BATCH_DIVISORS:
             n = getattr(self, name)
             if batch_size % n:
+                flag = f"--{prefix}.{name.replace('_', '-')}"
+                fits = max(d for d in range(1, min(n, batch_size) + 1) if batch_size % d == 0)
                 raise ConfigError(
                     f"batch of {batch_size} {unit} is not divisible "
                     f"into {n} {name.replace('_', ' ')}; change --num-envs, --rollout-len or "
-                    f"--{prefix}.{name.replace('_', '-')}")
+                    f"{flag} (e.g. {flag} {fits})")
