@@ -201,7 +201,14 @@ def load_plugins(plugins) -> None:
             sys.modules.pop(key, None)
             import traceback
 
-            frame = traceback.extract_tb(e.__traceback__)[-1]
+            if isinstance(e, SyntaxError):  # the file and line, not importlib's frame
+                where = Path(e.filename).resolve() if e.filename else plugin
+                raise ConfigError(f"plugin '{plugin}' does not parse: {type(e).__name__} at {where}:"
+                                  f"{e.lineno}: {e.msg}; fix the plugin, or pass --plugins "
+                                  f"without it") from None
+            frames = traceback.extract_tb(e.__traceback__)
+            frame = next((f for f in reversed(frames) if not f.filename.startswith("<frozen")),
+                         frames[-1])
             raise ConfigError(f"plugin '{plugin}' raised {type(e).__name__}: {e} (at "
                               f"{frame.filename}:{frame.lineno}); fix the plugin, or pass "
                               f"--plugins without it") from None
