@@ -12,15 +12,44 @@ Compiling is not all of a start: tracing a training chunk from Python and loweri
 seconds too. :class:`StoredProgram` keeps the traced and lowered program (``jax.export``) in
 ``programs/`` under the same directory, keyed by the config, the input shapes, pgjax's source
 and the library versions, so a rerun of the same configuration skips both.
+
+Whoever can write into the cache directory can make a later run execute their code: JAX's
+entries are compiled native programs, and a stored program's output structure is a pickle.
+So :func:`enable` refuses a directory that another user could write (it, or ``programs/``
+in it, is group- or other-writable or owned by someone else; or, where others can reach
+the files inside, one of JAX's files is) and says so on one line of stderr, and it creates
+a missing directory, and its missing parents, with mode 0700. Stored programs are, in
+addition, authenticated: each file is an HMAC-SHA256 tag, over its name and the rest of
+the file, with a per-user secret key kept outside the cache (``$XDG_CONFIG_HOME/pgjax/
+program-key``, else ``~/.config/pgjax/program-key``; made once, mode 0600 in a 0700
+directory, and used only while that stays so), followed by the pickle. A file whose tag
+does not verify (crafted, another user's, an older format) is never parsed nor unpickled:
+the function is traced again and the file replaced. The tags hold in a cache directory
+that JAX was pointed at before pgjax too (:func:`enable` keeps it as it is, and JAX's own
+entries there are the business of whoever chose it). Without a usable key, programs are
+neither stored nor loaded, which costs only tracing time.
+
+Authenticating was chosen over writing the output structure as plain data: the structure
+is a ``PyTreeDef`` whose custom nodes (flax struct dataclasses, named tuples, registered
+classes) name Python classes and carry static data that can be any Python object, so
+rebuilding it from plain data would take a second deserialiser that imports and calls
+classes named in the file, a code path that crafted input could steer too, and
+``jax.export`` serialises only trees of node types registered with it one by one. The tag
+is checked before anything in the file is read, ``jax.export``'s serialised program
+included, so a file pgjax parses is one this user's pgjax wrote.
 """
 from __future__ import annotations
 
 import functools
 import hashlib
+import hmac
 import json
 import os
 import pickle
+import secrets
+import stat
 import sys
+import tempfile
 from pathlib import Path
 
 ENV = "PGJAX_COMPILE_CACHE"
@@ -42,7 +71,9 @@ def enable(path: str | Path | None = None) -> Path | None:
     """Store and reuse compiled programs under ``path`` (default :func:`default_dir`).
 
     A cache directory already configured in JAX (``jax_compilation_cache_dir``) is kept as it
-    is. Returns the directory in use, or None when the cache is off."""
+    is. A missing directory is made with mode 0700; one that another user could write is
+    refused, with one line on stderr. Returns the directory in use, or None when the cache
+    is off."""
     import jax
 
     current = jax.config.jax_compilation_cache_dir
@@ -52,10 +83,17 @@ def enable(path: str | Path | None = None) -> Path | None:
     if path is None:
         return None
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        _mkdir_private(path)
+        unsafe = _writable_by_others(path)
     except OSError as e:  # an unusable directory only costs compile time
         print(f"pgjax: compilation cache off: cannot create {path} ({e.strerror}); set "
               f"{ENV}=DIR to use another directory or {ENV}=off", file=sys.stderr)
+        return None
+    if unsafe is not None:
+        reason, fix = unsafe
+        print(f"pgjax: compilation cache off: {reason}, so others could put programs there "
+              f"that pgjax would run; {fix}set {ENV} to a folder only you can write, or "
+              f"{ENV}=off", file=sys.stderr)
         return None
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
@@ -63,10 +101,55 @@ def enable(path: str | Path | None = None) -> Path | None:
     return path
 
 
+def _mkdir_private(path: Path) -> None:
+    """Make ``path`` and its missing parents, each with mode 0700 (less the umask)."""
+    if path.is_dir():
+        return
+    if path.parent != path:
+        _mkdir_private(path.parent)
+    path.mkdir(mode=0o700, exist_ok=True)
+
+
+def _foreign(path, st: os.stat_result) -> tuple[str, str] | None:
+    """(why, fix) when another user could write ``path`` (stat ``st``), else None."""
+    uid = os.getuid()
+    if st.st_uid != uid:
+        return f"{path} is owned by uid {st.st_uid}, not by you (uid {uid})", ""
+    if st.st_mode & 0o022:
+        return (f"{path} is writable by other users (mode {stat.S_IMODE(st.st_mode):04o})",
+                f"run `chmod go-w {path}`, or ")
+    return None
+
+
+def _writable_by_others(path: Path) -> tuple[str, str] | None:
+    """(why, fix) when a user other than this one could write into the cache directory
+    ``path``: the directory or its ``programs/`` owned by another user or group- or
+    other-writable, or, where other users can reach the files in it, one of JAX's files
+    so. None when only this user can (and where there are no users: no ``os.getuid``)."""
+    if not hasattr(os, "getuid"):
+        return None
+    st = path.stat()
+    found = _foreign(path, st)
+    programs = path / PROGRAMS
+    if found is None and programs.exists():
+        found = _foreign(programs, programs.stat())
+    if found is None and st.st_mode & 0o011:  # others can open the files in it
+        for entry in os.scandir(path):
+            try:
+                file = entry.name != PROGRAMS and _foreign(entry.path, entry.stat())
+            except OSError:  # gone, or a dangling link
+                continue
+            if file:
+                return file[0], f"run `chmod go-rwx {path}`, or "
+    return found
+
+
 # -- traced and lowered programs ---------------------------------------------------------------
 PROGRAMS = "programs"  # subdirectory of the cache directory (JAX's own entries sit beside it)
 MAX_PROGRAMS = 256  # least recently used programs are dropped beyond this many
-_FORMAT = 1
+_FORMAT = 2  # a file: HMAC-SHA256 tag (over the name and the rest), then the pickle
+_TAG_BYTES = 32
+_KEY_BYTES = 32
 # what else decides the program a function traces to, besides its code and inputs
 _PACKAGES = ("jax", "jaxlib", "brax", "mujoco", "mujoco-mjx", "flax", "optax", "chex", "numpy")
 _JAX_OPTIONS = ("jax_enable_x64", "jax_default_matmul_precision", "jax_numpy_rank_promotion",
@@ -170,13 +253,87 @@ class StoredProgram:
         return jax.jit(exported.call, donate_argnums=tuple(donated)), out_tree
 
 
+def key_path() -> Path:
+    """The file holding this user's key for stored programs: ``$XDG_CONFIG_HOME/pgjax/
+    program-key``, else ``~/.config/pgjax/program-key``, outside any cache directory."""
+    base = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
+    return Path(base) / "pgjax" / "program-key"
+
+
+def _key() -> bytes | None:
+    """This user's key for stored programs, made on first use; None when it cannot be made
+    or read, or when another user could read or replace it."""
+    try:
+        return _key_at(key_path())
+    except RuntimeError:  # no home directory
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def _key_at(path: Path) -> bytes | None:
+    try:
+        _mkdir_private(path.parent)
+        if hasattr(os, "getuid") and _foreign(path.parent, path.parent.stat()):
+            return None
+        if not path.exists():
+            _make_key(path)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if hasattr(os, "getuid") and (st.st_uid != os.getuid() or st.st_mode & 0o077):
+                return None
+            key = f.read(_KEY_BYTES + 1)
+    except OSError:
+        return None
+    return key if len(key) == _KEY_BYTES else None
+
+
+def _make_key(path: Path) -> None:
+    """Write a new random key to ``path`` atomically: a 0600 file made with O_EXCL is filled,
+    then linked to ``path``, so a reader never sees part of a key. Where another process
+    linked its key first, that one stays."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(8)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(secrets.token_bytes(_KEY_BYTES))
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _tag(key: bytes, path: Path, payload: bytes) -> bytes:
+    return hmac.new(key, path.name.encode() + b"\0" + payload, hashlib.sha256).digest()
+
+
 def _load(path: Path):
-    """(exported program, output structure) from ``path``, or None when it is missing or
-    unreadable (then it is exported again and the file replaced)."""
+    """(exported program, output structure) from ``path``, or None when it is missing,
+    unreadable, or not authenticated by this user's key (then it is exported again and the
+    file replaced). Nothing in the file is parsed before its tag verifies."""
     import jax
 
+    key = _key()
+    if key is None:
+        return None
     try:
-        data = pickle.loads(path.read_bytes())
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return None
+            raw = f.read()
+    except OSError:
+        return None
+    tag, payload = raw[:_TAG_BYTES], raw[_TAG_BYTES:]
+    if len(tag) != _TAG_BYTES or not hmac.compare_digest(tag, _tag(key, path, payload)):
+        return None
+    try:
+        data = pickle.loads(payload)  # written by this user's pgjax: the tag says so
         if data.get("format") != _FORMAT:
             return None
         exported = jax.export.deserialize(bytearray(data["exported"]))
@@ -187,16 +344,30 @@ def _load(path: Path):
 
 
 def _save(path: Path, blob: bytes, out_tree) -> None:
-    """Write atomically (a crash leaves the old file or none), then drop the least recently
-    used programs beyond ``MAX_PROGRAMS``. A directory that cannot be written only costs
-    the next run its tracing time."""
+    """Write atomically (a crash leaves the old file or none), tagged with this user's key,
+    then drop the least recently used programs beyond ``MAX_PROGRAMS``. Without a key, or
+    where the directory cannot be written, nothing is stored: the next run only traces
+    again."""
+    key = _key()
+    if key is None:
+        return
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(pickle.dumps({"format": _FORMAT, "exported": blob, "out_tree": out_tree}))
+        payload = pickle.dumps({"format": _FORMAT, "exported": blob, "out_tree": out_tree})
+    except Exception:  # an output structure that does not pickle: not stored
+        return
+    tmp = None
+    try:
+        _mkdir_private(path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "wb") as f:
+            f.write(_tag(key, path, payload) + payload)
         os.replace(tmp, path)
+        tmp = None
         stored = sorted(path.parent.glob("*.program"), key=lambda p: p.stat().st_mtime)
         for old in stored[:-MAX_PROGRAMS]:
             old.unlink(missing_ok=True)
     except OSError:
         pass
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
