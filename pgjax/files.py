@@ -151,6 +151,20 @@ def atomic_output(path, within=None):
         raise _with_path(e, path)
 
 
+def write_csv(table, path, within=None) -> None:
+    """``table`` (a DataFrame) as CSV at ``path``, without its index, atomically
+    (``atomic_output``): every table pgjax writes into a run or sweep directory."""
+    with atomic_output(path, within) as tmp:
+        table.to_csv(tmp, index=False)
+
+
+def save_figure(fig, path, within=None, **kw) -> None:
+    """``fig.savefig`` to ``path`` atomically (``atomic_output``; the format from its
+    suffix)."""
+    with atomic_output(path, within) as tmp:
+        fig.savefig(tmp, **kw)
+
+
 # errno -> (what is wrong, how to fix it)
 FAULTS = {
     errno.ENOSPC: ("the storage is full", "free space there"),

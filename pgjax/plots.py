@@ -43,9 +43,13 @@ def compact_png(path) -> None:
 
 
 def save_png(fig, path, dpi: int = 120) -> None:
-    """``fig`` as a compact PNG at ``path`` (``compact_png``)."""
-    fig.savefig(path, dpi=dpi)
-    compact_png(path)
+    """``fig`` as a compact PNG at ``path`` (``compact_png``), written atomically: a link at
+    ``path`` is replaced, never written through."""
+    from pgjax.files import atomic_output
+
+    with atomic_output(path) as tmp:
+        fig.savefig(tmp, dpi=dpi)
+        compact_png(tmp)
 
 
 def legend_below(fig, ax, width: int = 120) -> None:
@@ -136,7 +140,9 @@ def summarize(root, df: pd.DataFrame | None = None) -> pd.DataFrame:
                      "failures": "; ".join(f"{f.id}: update {f.failed_update}: {f.error}"
                                            for f in fails.itertuples())})
     out = pd.DataFrame(rows)
-    out.to_csv(root / "summary.csv", index=False)
+    from pgjax.files import write_csv
+
+    write_csv(out, root / "summary.csv")
     return out
 
 

@@ -33,6 +33,7 @@ import pandas as pd
 
 from pgjax import results
 from pgjax.errors import ConfigError
+from pgjax.files import save_figure, write_csv
 from pgjax.plots import legend_below, save_png
 from pgjax.results import (EVAL_SOURCES, RETURN_LABELS, curve_source, eval_source,
                            return_points)
@@ -137,7 +138,7 @@ def _save(fig, out: Path, stem: str, vector: bool = True) -> list[Path]:
     paths = [out / f"{stem}.png"] + ([out / f"{stem}.svg"] if vector else [])
     save_png(fig, paths[0])
     if vector:
-        fig.savefig(paths[1])
+        save_figure(fig, paths[1])
     return paths
 
 
@@ -182,7 +183,7 @@ def plot_returns(df, out: Path, estimator: str, reps: int, source: str = "auto")
         written += _save(fig, out, stem)
         table = tables["env_steps"] if marks is None else \
             pd.concat([tables["env_steps"], marks["env_steps"]], ignore_index=True)
-        table.to_csv(out / f"{stem}.csv", index=False)
+        write_csv(table, out / f"{stem}.csv")
     return written
 
 
@@ -351,7 +352,7 @@ def plot_main(argv: list[str]) -> int:
               "trust_region.csv": (tr := trust_region_table(df)),
               "failures.csv": (fails := failure_table(df))}
     for name, table in tables.items():
-        table.to_csv(out / name, index=False)
+        write_csv(table, out / name)
         written.append(out / name)
     with pd.option_context("display.width", 160, "display.max_columns", 12):
         print(agg[[c for c in agg.columns if not c.startswith("final")]].to_string(index=False))

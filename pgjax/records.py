@@ -106,7 +106,7 @@ class RunRecords:
         run_dirs = [root / "runs" / run_id(seed, hp, varied) for seed, hp in runs]
         plugins = plugin_files.record(root, cfg.plugins)  # the code the run trains with
         # config.json first: a directory is never left with records it does not describe
-        atomic_write_json(root / "config.json", {
+        atomic_write_json(root / "config.json", within=root, obj={
             "config": {**cfg.to_dict(), "resume": False},  # new records: not resumed
             "grid": grid, "num_iterations": cfg.num_iterations,
             "env_steps_per_run": cfg.num_iterations * cfg.batch_size,
@@ -122,7 +122,7 @@ class RunRecords:
             "versions": _versions(), plugin_files.KEY: plugins})
         for d, (seed, hp) in zip(run_dirs, runs):
             d.mkdir(parents=True, exist_ok=True)
-            atomic_write_json(d / "config.json", {"seed": seed, "hparams": hp})
+            atomic_write_json(d / "config.json", {"seed": seed, "hparams": hp}, root)
             for stale in (METRICS, PACKED, "status.json"):
                 (d / stale).unlink(missing_ok=True)
         return cls(root=root, run_dirs=run_dirs, eval_columns=eval_keys(cfg))
@@ -179,7 +179,7 @@ class RunRecords:
                            lineterminator="\n")
         w.writeheader()
         w.writerows({k: cell(v) for k, v in row.items()} for row in self.rows[r])
-        atomic_write_bytes(self.run_dirs[r] / METRICS, buf.getvalue().encode())
+        atomic_write_bytes(self.run_dirs[r] / METRICS, buf.getvalue().encode(), self.root)
         # the rows are on disk: a compressed copy left by a finish that a kill cut short goes
         (self.run_dirs[r] / PACKED).unlink(missing_ok=True)
 
@@ -238,7 +238,7 @@ class RunRecords:
     def mark_failed(self, r: int, update: int, message: str) -> None:
         self.failed[r] = message
         atomic_write_json(self.run_dirs[r] / "status.json",
-                          {"status": "failed", "update": update, "error": message})
+                          {"status": "failed", "update": update, "error": message}, self.root)
 
     def save_params(self, params, obs_stats, skip=()) -> None:
         """params / obs_stats carry a leading run axis; one file per run (failed runs, and
@@ -251,7 +251,7 @@ class RunRecords:
             tree = {"params": jax.tree.map(lambda x: np.asarray(x[r]), params),
                     "obs_stats": jax.tree.map(lambda x: np.asarray(x[r]), obs_stats)}
             atomic_write_bytes(d / "params.msgpack", serialization.msgpack_serialize(
-                serialization.to_state_dict(tree)))
+                serialization.to_state_dict(tree)), self.root)
 
     def finish(self) -> None:
         """Metrics compressed, summary table and plot, then the ``status.json`` that marks the
@@ -265,7 +265,7 @@ class RunRecords:
         rows = directory_rows(self.root)  # read once for the table and the figure
         summarize(self.root, rows)
         plot_run(self.root, rows)
-        atomic_write_json(self.root / "status.json", {
+        atomic_write_json(self.root / "status.json", within=self.root, obj={
             "status": "finished", "failed_runs": {self.run_dirs[r].name: m
                                                   for r, m in sorted(self.failed.items())}})
 
@@ -379,7 +379,7 @@ def claim(cfg) -> Claim:
         except ConfigError:
             lock.release()
             raise
-    elif found.state != "new":
+    elif found.state == "unfinished":  # a resume writes into it (a finished one: nothing)
         try:
             check_links(root)
         except ConfigError:

@@ -28,6 +28,7 @@ from pgjax import plugin_files
 from pgjax.config import TrainConfig
 from pgjax.envs import family_of
 from pgjax.errors import ConfigError
+from pgjax.files import write_csv
 from pgjax import results
 from pgjax.results import bootstrap_ci
 from pgjax.records import load_params
@@ -347,7 +348,7 @@ def eval_main(argv: list[str]) -> int:
         return 2
     if roots is None:
         out = Path(a.out) if a.out else _run_dir_root(a.path)[0] / "eval.csv"
-        table.to_csv(out, index=False)
+        write_csv(table, out)
         _print_tables(table)
         print(f"wrote {out}")
         return 0
@@ -361,11 +362,11 @@ def eval_main(argv: list[str]) -> int:
         print(f"{root}:")
         _print_tables(table)
         if a.out is None:
-            table.to_csv(root / "eval.csv", index=False)
+            write_csv(table, root / "eval.csv")
             written.append(root / "eval.csv")
         tables.append(table.assign(run_dir=str(root))[["run_dir", *table.columns]])
     if a.out is not None:
-        pd.concat(tables, ignore_index=True).to_csv(a.out, index=False)
+        write_csv(pd.concat(tables, ignore_index=True), a.out)
         written.append(Path(a.out))
     print("wrote " + ", ".join(map(str, written)))
     return 0

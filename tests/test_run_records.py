@@ -111,6 +111,45 @@ def test_an_overwrite_whose_new_runs_all_fail_keeps_the_old_run(tmp_path, monkey
     assert is_finished(root) and _snapshot(root) != before
 
 
+def test_links_in_a_received_run_never_lead_writes_outside_it(tmp_path, capsys):
+    """A run folder received from elsewhere whose files are symbolic links to files outside
+    it: eval, plot and the records replace the links (the files outside stay as they were);
+    a folder linked outside is refused in one line before a resume writes into it; a linked
+    .lock is never truncated."""
+    assert _train(tmp_path) == 0
+    root = tmp_path / "r"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victims = {}
+    for name in ("eval.csv", "summary.csv", "aggregate.csv", "failures.csv", "curve.png",
+                 ".lock"):
+        victims[name] = outside / name
+        victims[name].write_text(f"keep {name}\n")
+        (root / name).unlink(missing_ok=True)
+        (root / name).symlink_to(victims[name])
+    assert main(["eval", str(root), "--episodes", "2"]) == 0
+    assert main(["plot", str(root), "--reps", "20"]) == 0
+    assert _train(tmp_path, "--resume") == 0  # finished: nothing to write, nothing refused
+    for name, victim in victims.items():
+        assert victim.read_text() == f"keep {name}\n", name
+    for name in ("eval.csv", "aggregate.csv", "failures.csv"):  # written by eval and plot
+        assert not (root / name).is_symlink() and (root / name).stat().st_size > 0, name
+    # an unfinished run whose folder of records links outside: refused, nothing written
+    (root / "status.json").unlink()
+    shutil.move(root / "runs" / "seed0", outside / "seed0")
+    (root / "runs" / "seed0").symlink_to(outside / "seed0")
+    before = {p.name: p.read_bytes() for p in (outside / "seed0").iterdir()}
+    capsys.readouterr()
+    assert _train(tmp_path, "--resume") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "symbolic link" in err and "outside" in err, err
+    assert {p.name: p.read_bytes() for p in (outside / "seed0").iterdir()} == before
+    from pgjax.files import atomic_write_bytes
+    from pgjax.errors import ConfigError
+    with pytest.raises(ConfigError, match="symbolic link"):
+        atomic_write_bytes(root / "runs" / "seed0" / "metrics.csv", b"x", within=root)
+
+
 def test_distinct_grid_values_never_share_a_run_directory(tmp_path):
     assert exact(1e-4) == "0.0001" and exact(3e-4) == "0.0003" and exact(0.2) == "0.2"
     assert exact(1.000001e-4) != exact(1e-4)
