@@ -30,6 +30,10 @@ or an update rule's error; the others finished, see status.json), or the storage
 train and sweep keep compiled programs in a per-user cache (~/.cache/pgjax/jax, or
 $PGJAX_COMPILE_CACHE), so a rerun of the same configuration starts in seconds;
 --no-compile-cache (or PGJAX_COMPILE_CACHE=off) turns it off.
+
+a run trained with --plugins carries copies of its plugin files; eval, render and
+train --resume --name NAME import them only for runs you trained on this machine, or with
+--trust-plugins (read the files it names first).
 """
 
 
@@ -261,6 +265,17 @@ def train_main(argv: list[str]) -> int:
     except TrainingError as e:
         print(f"pgjax train: error: {e}", file=sys.stderr)
         return EXIT_RUNS_FAILED
+    except Exception as e:  # a plugin's own code failed while the run was built or traced
+        from pgjax.registry import plugin_frame
+
+        frame = plugin_frame(e)
+        if frame is None:
+            raise
+        what = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
+        print(f"pgjax train: error: plugin code raised {type(e).__name__}{': ' + what if what else ''} "
+              f"(at {frame.filename}:{frame.lineno}); fix the plugin, then train again "
+              f"(a run directory with no update recorded is not kept)", file=sys.stderr)
+        return EXIT_BAD_INPUT
     print(f"records written to {records.root}")
     return 0
 

@@ -20,9 +20,8 @@ in it, is group- or other-writable or owned by someone else; or, where others ca
 the files inside, one of JAX's files is) and says so on one line of stderr, and it creates
 a missing directory, and its missing parents, with mode 0700. Stored programs are, in
 addition, authenticated: each file is an HMAC-SHA256 tag, over its name and the rest of
-the file, with a per-user secret key kept outside the cache (``$XDG_CONFIG_HOME/pgjax/
-program-key``, else ``~/.config/pgjax/program-key``; made once, mode 0600 in a 0700
-directory, and used only while that stays so), followed by the pickle. A file whose tag
+the file, under this user's secret key kept outside the cache (``pgjax.trust``: made once,
+mode 0600 in a 0700 directory, and used only while that stays so), followed by the pickle. A file whose tag
 does not verify (crafted, another user's, an older format) is never parsed nor unpickled:
 the function is traced again and the file replaced. The tags hold in a cache directory
 that JAX was pointed at before pgjax too (:func:`enable` keeps it as it is, and JAX's own
@@ -46,11 +45,12 @@ import hmac
 import json
 import os
 import pickle
-import secrets
 import stat
 import sys
 import tempfile
 from pathlib import Path
+
+from pgjax.trust import foreign, mac, mkdir_private, user_key
 
 ENV = "PGJAX_COMPILE_CACHE"
 OFF = ("off", "0", "false", "no", "none", "")
@@ -83,7 +83,7 @@ def enable(path: str | Path | None = None) -> Path | None:
     if path is None:
         return None
     try:
-        _mkdir_private(path)
+        mkdir_private(path)
         unsafe = _writable_by_others(path)
     except OSError as e:  # an unusable directory only costs compile time
         print(f"pgjax: compilation cache off: cannot create {path} ({e.strerror}); set "
@@ -101,26 +101,6 @@ def enable(path: str | Path | None = None) -> Path | None:
     return path
 
 
-def _mkdir_private(path: Path) -> None:
-    """Make ``path`` and its missing parents, each with mode 0700 (less the umask)."""
-    if path.is_dir():
-        return
-    if path.parent != path:
-        _mkdir_private(path.parent)
-    path.mkdir(mode=0o700, exist_ok=True)
-
-
-def _foreign(path, st: os.stat_result) -> tuple[str, str] | None:
-    """(why, fix) when another user could write ``path`` (stat ``st``), else None."""
-    uid = os.getuid()
-    if st.st_uid != uid:
-        return f"{path} is owned by uid {st.st_uid}, not by you (uid {uid})", ""
-    if st.st_mode & 0o022:
-        return (f"{path} is writable by other users (mode {stat.S_IMODE(st.st_mode):04o})",
-                f"run `chmod go-w {path}`, or ")
-    return None
-
-
 def _writable_by_others(path: Path) -> tuple[str, str] | None:
     """(why, fix) when a user other than this one could write into the cache directory
     ``path``: the directory or its ``programs/`` owned by another user or group- or
@@ -129,14 +109,14 @@ def _writable_by_others(path: Path) -> tuple[str, str] | None:
     if not hasattr(os, "getuid"):
         return None
     st = path.stat()
-    found = _foreign(path, st)
+    found = foreign(path, st)
     programs = path / PROGRAMS
     if found is None and programs.exists():
-        found = _foreign(programs, programs.stat())
+        found = foreign(programs, programs.stat())
     if found is None and st.st_mode & 0o011:  # others can open the files in it
         for entry in os.scandir(path):
             try:
-                file = entry.name != PROGRAMS and _foreign(entry.path, entry.stat())
+                file = entry.name != PROGRAMS and foreign(entry.path, entry.stat())
             except OSError:  # gone, or a dangling link
                 continue
             if file:
@@ -149,7 +129,6 @@ PROGRAMS = "programs"  # subdirectory of the cache directory (JAX's own entries 
 MAX_PROGRAMS = 256  # least recently used programs are dropped beyond this many
 _FORMAT = 2  # a file: HMAC-SHA256 tag (over the name and the rest), then the pickle
 _TAG_BYTES = 32
-_KEY_BYTES = 32
 # what else decides the program a function traces to, besides its code and inputs
 _PACKAGES = ("jax", "jaxlib", "brax", "mujoco", "mujoco-mjx", "flax", "optax", "chex", "numpy")
 _JAX_OPTIONS = ("jax_enable_x64", "jax_default_matmul_precision", "jax_numpy_rank_promotion",
@@ -253,62 +232,9 @@ class StoredProgram:
         return jax.jit(exported.call, donate_argnums=tuple(donated)), out_tree
 
 
-def key_path() -> Path:
-    """The file holding this user's key for stored programs: ``$XDG_CONFIG_HOME/pgjax/
-    program-key``, else ``~/.config/pgjax/program-key``, outside any cache directory."""
-    base = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
-    return Path(base) / "pgjax" / "program-key"
-
-
-def _key() -> bytes | None:
-    """This user's key for stored programs, made on first use; None when it cannot be made
-    or read, or when another user could read or replace it."""
-    try:
-        return _key_at(key_path())
-    except RuntimeError:  # no home directory
-        return None
-
-
-@functools.lru_cache(maxsize=None)
-def _key_at(path: Path) -> bytes | None:
-    try:
-        _mkdir_private(path.parent)
-        if hasattr(os, "getuid") and _foreign(path.parent, path.parent.stat()):
-            return None
-        if not path.exists():
-            _make_key(path)
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            if hasattr(os, "getuid") and (st.st_uid != os.getuid() or st.st_mode & 0o077):
-                return None
-            key = f.read(_KEY_BYTES + 1)
-    except OSError:
-        return None
-    return key if len(key) == _KEY_BYTES else None
-
-
-def _make_key(path: Path) -> None:
-    """Write a new random key to ``path`` atomically: a 0600 file made with O_EXCL is filled,
-    then linked to ``path``, so a reader never sees part of a key. Where another process
-    linked its key first, that one stays."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(8)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(secrets.token_bytes(_KEY_BYTES))
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            pass
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def _tag(key: bytes, path: Path, payload: bytes) -> bytes:
-    return hmac.new(key, path.name.encode() + b"\0" + payload, hashlib.sha256).digest()
+def _tag(path: Path, payload: bytes) -> bytes | None:
+    """This user's tag of a stored program (its file name and payload), None without a key."""
+    return mac(path.name.encode() + b"\0" + payload, "program")
 
 
 def _load(path: Path):
@@ -317,8 +243,7 @@ def _load(path: Path):
     file replaced). Nothing in the file is parsed before its tag verifies."""
     import jax
 
-    key = _key()
-    if key is None:
+    if user_key() is None:
         return None
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
@@ -330,7 +255,8 @@ def _load(path: Path):
     except OSError:
         return None
     tag, payload = raw[:_TAG_BYTES], raw[_TAG_BYTES:]
-    if len(tag) != _TAG_BYTES or not hmac.compare_digest(tag, _tag(key, path, payload)):
+    expected = _tag(path, payload)
+    if len(tag) != _TAG_BYTES or expected is None or not hmac.compare_digest(tag, expected):
         return None
     try:
         data = pickle.loads(payload)  # written by this user's pgjax: the tag says so
@@ -348,8 +274,7 @@ def _save(path: Path, blob: bytes, out_tree) -> None:
     then drop the least recently used programs beyond ``MAX_PROGRAMS``. Without a key, or
     where the directory cannot be written, nothing is stored: the next run only traces
     again."""
-    key = _key()
-    if key is None:
+    if user_key() is None:
         return
     try:
         payload = pickle.dumps({"format": _FORMAT, "exported": blob, "out_tree": out_tree})
@@ -357,10 +282,10 @@ def _save(path: Path, blob: bytes, out_tree) -> None:
         return
     tmp = None
     try:
-        _mkdir_private(path.parent)
+        mkdir_private(path.parent)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "wb") as f:
-            f.write(_tag(key, path, payload) + payload)
+            f.write(_tag(path, payload) + payload)
         os.replace(tmp, path)
         tmp = None
         stored = sorted(path.parent.glob("*.program"), key=lambda p: p.stat().st_mtime)

@@ -279,6 +279,26 @@ class Claim:
     root: Path
     lock: FileLock
     aside: Path | None = None
+    fresh: bool = False  # the directory held no run when claimed
+
+    def discard_untrained(self) -> bool:
+        """Remove what this process wrote into a directory that held no run when it was
+        claimed, where no update was recorded yet (a run that failed while it was built or
+        traced): its name stays free. Returns whether it was removed."""
+        if not self.fresh or (self.root / "status.json").exists() or \
+                (self.root / "checkpoint").exists():
+            return False
+        try:
+            if (self.root / "config.json").exists() and \
+                    any(n > 1 for n in recorded_rows(self.root).values()):
+                return False
+        except ConfigError:
+            return False
+        for entry in self.root.iterdir():
+            if entry.name != ".lock":
+                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() \
+                    else entry.unlink()
+        return True
 
     def release(self) -> None:
         self.lock.release()
@@ -365,7 +385,7 @@ def claim(cfg) -> Claim:
     if found.state == "foreign" or (found.state == "damaged" and not cfg.overwrite):
         lock.release()
         raise ConfigError(found.reason)
-    held = Claim(root, lock)
+    held = Claim(root, lock, fresh=found.state == "new")
     if found.state != "new" and not cfg.resume:
         if not cfg.overwrite:
             lock.release()

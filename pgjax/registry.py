@@ -220,3 +220,17 @@ def plugin_loaded(plugin: str) -> bool:
         return f"pgjax_plugin:{Path(plugin).resolve()}" in sys.modules or \
             _imported_from(Path(plugin))
     return plugin in sys.modules
+
+
+def plugin_frame(error: BaseException):
+    """The innermost frame of ``error``'s traceback that lies in a loaded plugin's file (a
+    ``traceback.FrameSummary``), or None when no plugin code raised it."""
+    import traceback
+
+    files = {str(Path(p).resolve()) for p in LOADED_PLUGINS if p.endswith(".py")}
+    files |= {str(Path(m.__file__).resolve()) for name, m in list(sys.modules.items())
+              if name in LOADED_PLUGINS and getattr(m, "__file__", None)}
+    for frame in reversed(traceback.extract_tb(error.__traceback__)):
+        if str(Path(frame.filename).resolve()) in files:
+            return frame
+    return None

@@ -676,6 +676,17 @@ def run(cfg: TrainConfig, log=None, trainer: Trainer | None = None, strict: bool
         try:
             return _claimed(cfg, trainer, held, say, strict, stored)
         except BaseException as e:
+            if isinstance(e, Exception) and not isinstance(e, (TrainingError, OSError)) \
+                    and held is not None and held.discard_untrained():
+                # failed while built or traced, before any update: the name stays free
+                held.release()
+                try:  # its lock and the directory itself, where nothing else came in
+                    (held.root / ".lock").unlink(missing_ok=True)
+                    held.root.rmdir()
+                except OSError:
+                    pass
+                held = None
+                raise
             # a replaced run is never lost to a new one that failed, errored or was stopped
             note = held.restore("the new run did not finish" if isinstance(e, Exception)
                                 else "the new run was stopped") if held is not None else None

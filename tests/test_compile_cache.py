@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from pgjax import cli, compile_cache
+from pgjax import cli, compile_cache, trust
 
 
 @pytest.fixture(autouse=True)
@@ -190,7 +190,7 @@ def test_stored_program_loads_under_its_users_key_only(tmp_path, monkeypatch, ow
     traced, programs = [], tmp_path / "programs"
     fn, x, y = traced_function(traced), jnp.arange(3.0), jnp.ones(3)
     first = compile_cache.StoredProgram(fn, "k", programs)(x, y)
-    key = compile_cache.key_path()
+    key = trust.key_file()
     assert key.parent == own_config / "pgjax"
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
     assert stat.S_IMODE(key.parent.stat().st_mode) == 0o700
@@ -216,7 +216,7 @@ def test_without_a_private_key_nothing_is_stored(tmp_path, monkeypatch, case):
     import jax.numpy as jnp
 
     config = tmp_path / case
-    key = config / "pgjax" / "program-key"
+    key = config / "pgjax" / "secret.key"
     if case == "unwritable":
         config.write_text("a file, not a directory")
     else:

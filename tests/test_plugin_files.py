@@ -265,3 +265,21 @@ def test_sweep_plugin_paths_resolve_against_the_sweep_file(tmp_path, monkeypatch
     sweep = Sweep.from_file(folder / "s.toml")
     cfg, = sweep.groups.values()
     assert cfg.plugins == (str((folder / "fam.py").resolve()),)
+
+
+def test_plugin_code_failing_while_traced_is_one_line_and_leaves_the_name_free(tmp_path,
+                                                                              capsys):
+    """A plugin rule whose loss raises when the program is traced: one line naming the
+    plugin's file and line, exit 2, and the run's name is free for the fixed plugin."""
+    text = (EXAMPLES / "ppo_epoch_kl_stop.py").read_text().replace('"ppo_es"', '"ppo_tr"')
+    broken = text.replace("def stop_on_kl(e):", "def stop_on_kl(e):\n    raise KeyError('kl_stopp')")
+    plugin = _plugin(tmp_path, broken, "tr.py")
+    flags = ["--plugins", plugin, "--algo", "ppo_tr", "--env", "jax:cartpole"]
+    assert _tiny_point(tmp_path, *flags) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "KeyError" in err and "tr.py:" in err, err
+    # the fixed plugin (another file: this process has imported the first one) trains under
+    # the same --name without --overwrite
+    fixed = _plugin(tmp_path, text.replace('"ppo_tr"', '"ppo_tr2"'), "tr_fixed.py")
+    assert _tiny_point(tmp_path, "--plugins", fixed, "--algo", "ppo_tr2", "--env",
+                       "jax:cartpole") == 0, capsys.readouterr().err
