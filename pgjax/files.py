@@ -78,8 +78,9 @@ def check_inside(path, within) -> None:
                           f"links to (cp -rL), or pass another directory")
 
 
-def _with_path(e: OSError, path: Path) -> OSError:
-    if e.filename is None:
+def _with_path(e: OSError, path: Path, tmp: Path) -> OSError:
+    """``e`` naming ``path``, the file being written (not its temporary file)."""
+    if e.filename is None or str(e.filename) == str(tmp):
         e.filename = str(path)
     return e
 
@@ -118,7 +119,7 @@ def atomic_write_bytes(path: Path, data: bytes, within=None) -> None:
                 os.unlink(tmp)
             raise
     except OSError as e:
-        raise _with_path(e, path)
+        raise _with_path(e, path, tmp)
 
 
 def atomic_write_json(path: Path, obj, within=None) -> None:
@@ -148,7 +149,7 @@ def atomic_output(path, within=None):
                 os.unlink(tmp)
             raise
     except OSError as e:
-        raise _with_path(e, path)
+        raise _with_path(e, path, tmp)
 
 
 def write_csv(table, path, within=None) -> None:
@@ -195,6 +196,23 @@ def storage_message(e: OSError, then: str = "", what: str | None = None) -> str:
     if e.errno in (errno.ENOTDIR, errno.ENOENT, errno.EISDIR):
         fix = "pass a writable --out"
     return f"cannot write {where}: {wrong}{why}; {fix}{then}"
+
+
+def as_os_error(e: Exception) -> OSError | None:
+    """The ``OSError`` inside a library's error that reports one in its message (orbax's
+    ``ValueError: RESOURCE_EXHAUSTED: ... local file "<path>" ... [os_error_code='28']``),
+    or None."""
+    import re
+
+    if isinstance(e, OSError):
+        return e
+    text = str(e)
+    code = re.search(r"os_error_code='?(\d+)", text)
+    if code is None:
+        return None
+    path = re.search(r'(?:local )?file "([^"]+)"', text)
+    n = int(code.group(1))
+    return OSError(n, os.strerror(n), path.group(1) if path else None)
 
 
 def remove_stale_temporaries(directory: Path) -> None:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import csv
 import shutil
 import time
+import uuid
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -119,7 +120,10 @@ class RunRecords:
                 "train_return": "mean return of the training episodes (stochastic policy) "
                                 "that ended in the update; blank when none ended"},
             "runs": [{"id": d.name, "seed": s, "hparams": hp} for d, (s, hp) in zip(run_dirs, runs)],
-            "versions": _versions(), plugin_files.KEY: plugins})
+            "versions": _versions(), plugin_files.KEY: plugins,
+            # this run directory's identity, saved with each checkpoint: a checkpoint copied
+            # in from another run is never restored into it
+            "uid": uuid.uuid4().hex})
         for d, (seed, hp) in zip(run_dirs, runs):
             d.mkdir(parents=True, exist_ok=True)
             atomic_write_json(d / "config.json", {"seed": seed, "hparams": hp}, root)
@@ -362,15 +366,16 @@ def claim(cfg) -> Claim:
     from pgjax.rundir import check_links
 
     out, root = Path(cfg.out), Path(cfg.out) / cfg.name
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} is a file; pass a directory for the run directories")
-    if inspect(root).state == "foreign":  # refused before a lock file is put into it
-        raise ConfigError(inspect(root).reason)
-    inside = enclosing_run(root)
-    if inside is not None:
-        raise ConfigError(f"{root} lies inside the run directory {inside}, whose records it "
-                          f"would mix with; pass an --out outside it")
     try:
+        if out.exists() and not out.is_dir():
+            raise ConfigError(f"--out {out} is a file; pass a directory for the run "
+                              f"directories")
+        if inspect(root).state == "foreign":  # refused before a lock file is put into it
+            raise ConfigError(inspect(root).reason)
+        inside = enclosing_run(root)
+        if inside is not None:
+            raise ConfigError(f"{root} lies inside the run directory {inside}, whose records "
+                              f"it would mix with; pass an --out outside it")
         root.mkdir(parents=True, exist_ok=True)
         if (root / ".lock").is_symlink():  # pgjax never makes one: never written through
             (root / ".lock").unlink()

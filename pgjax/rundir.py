@@ -98,6 +98,41 @@ def run_status(run_dir) -> dict | None:
     return st
 
 
+def check_run_entry(root: Path, entry: dict) -> None:
+    """One run of a run directory's manifest (config.json ``runs``) is what pgjax wrote: a
+    seed in the range a run can have, traced hyperparameters that are finite numbers a
+    float32 holds, an id that names its seed, and the run's own config.json (where there is
+    one) recording the same seed and hyperparameters. A one-line ``ConfigError`` otherwise
+    (a hand-edited or foreign record is never used under a wrong label)."""
+    import math
+
+    from pgjax.options import INT_MAX
+
+    fix = "restore it from a copy, or pass --overwrite to train the run again (the old " \
+          "records are set aside in .trash)"
+    where, rid = root / "config.json", entry["id"]
+    seed, hp = entry.get("seed"), entry.get("hparams", {})
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= INT_MAX:
+        raise ConfigError(f"{where} is damaged (run {rid}: seed {str(seed)[:40]!r} is not an "
+                          f"integer in [0, {INT_MAX}]); {fix}")
+    if not isinstance(hp, dict):
+        raise ConfigError(f"{where} is damaged (run {rid}: hparams is not a table); {fix}")
+    for k, v in hp.items():
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) \
+                or abs(v) > 3.4028234e38:
+            raise ConfigError(f"{where} is damaged (run {rid}: {k} = {str(v)[:40]} is not a "
+                              f"finite number a float32 holds); {fix}")
+    if not rid.endswith(f"seed{seed}"):
+        raise ConfigError(f"{where} is damaged (run {rid} is recorded with seed {seed}); {fix}")
+    own = root / "runs" / rid / "config.json"
+    if own.exists():
+        mine = read_json(own, "the run's config.json")
+        if not isinstance(mine, dict) or mine.get("seed") != seed or \
+                mine.get("hparams", hp) != hp:
+            raise ConfigError(f"{own} does not match {where} (run {rid}: seed or "
+                              f"hyperparameters differ); {fix}")
+
+
 def inspect(root) -> DirState:
     """The state of run directory ``root`` (see the module docstring), from its files only:
     nothing is written and nothing compiles."""
@@ -129,6 +164,7 @@ def inspect(root) -> DirState:
                                   f"it from a copy, or pass --overwrite to train the run again "
                                   f"(the old records are set aside in .trash)")
         for r in record["runs"]:
+            check_run_entry(root, r)
             run_status(root / "runs" / r["id"])
         status = root / "status.json"
         if status.exists():

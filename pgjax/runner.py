@@ -26,7 +26,7 @@ import numpy as np
 from pgjax.compile_cache import StoredProgram, program_dir
 from pgjax.config import TrainConfig
 from pgjax.errors import ConfigError, StorageError, TrainingError
-from pgjax.files import storage_message
+from pgjax.files import as_os_error, storage_message
 from pgjax import plugin_files
 from pgjax.train import Trainer, check_memory
 
@@ -327,8 +327,13 @@ def _resume_plan(cfg: TrainConfig, root: Path) -> list[tuple[int, bool]]:
         return all(rows[i] >= upto + 1 or failed_at.get(i, upto + 1) <= upto for i in rows)
 
     skipped = dict(found.damaged)  # step -> why it is not used
+    uid = record.get("uid")
     for step in found.good + list(found.unverified):
-        if not reaches(step):
+        owner = _checkpoint_owner(root / "checkpoint" / str(step)) if uid else uid
+        if owner != uid:  # copied in from another run directory
+            skipped[step] = (f"it was saved by another run ({owner or 'unnamed'}, this run is "
+                             f"{uid})")
+        elif not reaches(step):
             skipped[step] = (f"ahead of its metrics: a run has {min(rows.values())} rows, the "
                              f"checkpoint is at iteration {step * cfg.iterations_per_chunk}")
     steps = [s for s in found.good + list(found.unverified) if s not in skipped]
@@ -346,6 +351,24 @@ def _resume_plan(cfg: TrainConfig, root: Path) -> list[tuple[int, bool]]:
             warn(f"checkpoint {step} of {root} cannot be verified ({why}); used only where no "
                  f"verified one is, and checked for non-finite values")
     return [(step, step in found.good) for step in steps]
+
+
+def run_uid(root: Path) -> str | None:
+    """The identity a run directory's config.json records (``uid``; None in records written
+    before it existed)."""
+    from pgjax.records import read_json
+
+    uid = read_json(root / "config.json", "the run's config.json").get("uid")
+    return uid if isinstance(uid, str) else None
+
+
+def _checkpoint_owner(step_dir: Path) -> str | None:
+    """The run a checkpoint step was saved by (its meta's ``run``), or None."""
+    try:
+        meta = json.loads((step_dir / "meta" / "metadata").read_text())
+    except (OSError, ValueError):
+        return None
+    return meta.get("run") if isinstance(meta, dict) else None
 
 
 def _complete(cfg: TrainConfig, root: Path) -> bool:
@@ -396,6 +419,7 @@ class Session(NamedTuple):
     run_ids: list
     say: Any
     t0: float
+    uid: str | None = None  # the run directory's (config.json), saved with each checkpoint
 
 
 eval_keys_at = jax.jit(jax.vmap(jax.random.fold_in, (0, None)))  # (run keys, chunk index)
@@ -469,8 +493,9 @@ def _start(cfg: TrainConfig, trainer: Trainer, say, resuming: bool, steps=(),
     say(f"pgjax: {cfg.algo} on {cfg.env} | {len(runs)} runs vmapped"
         f"{f' over {place.num_devices} devices' if place.num_devices > 1 else ''} | "
         f"{cfg.num_iterations} iterations x {cfg.batch_size} steps | records: {root}")
+    uid = run_uid(root) if writer and jax.process_count() == 1 else None
     session = Session(cfg, root, fns, place, hps, eval_keys, records, ckpts, run_ids, say,
-                      t0 - wall0)
+                      t0 - wall0, uid)
     return session, state, start, failed
 
 
@@ -522,6 +547,32 @@ def _record(s: Session, done: FinishedChunk, failed: dict) -> None:
     s.say(_progress_line(s, done.index, done.metrics, done.ev, failed, done.seconds, done.wall))
 
 
+def _save_checkpoint(s: Session, step: int, state, meta: dict) -> None:
+    """Checkpoint ``step`` (with the run directory's identity). A full disk is an
+    ``OSError`` naming the path: found before orbax starts where the free space cannot hold
+    the state, else read from orbax's error (whose own logging of it is silenced)."""
+    import errno
+    import logging
+    import os
+
+    need = sum(getattr(x, "nbytes", 0) for x in jax.tree.leaves(state)) + (256 << 10)
+    where = s.ckpts.directory if s.ckpts.directory.exists() else s.root
+    if shutil.disk_usage(where).free < need:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(s.ckpts.directory))
+    absl = logging.getLogger("absl")
+    level = absl.level
+    absl.setLevel(logging.CRITICAL)  # orbax logs each thread's error, then raises it
+    try:
+        s.ckpts.save(step, state, meta if s.uid is None else {**meta, "run": s.uid})
+    except Exception as e:  # orbax reports a full disk as a ValueError
+        fault = as_os_error(e)
+        if fault is None:
+            raise
+        raise fault from None
+    finally:
+        absl.setLevel(level)
+
+
 def _train_chunks(s: Session, state, start: int, failed: dict) -> dict:
     """The chunk loop from chunk ``start``: returns the failed runs {index: message}.
 
@@ -557,8 +608,9 @@ def _train_chunks(s: Session, state, start: int, failed: dict) -> dict:
                 and c + 1 < cfg.num_chunks
             if s.ckpts is not None and due and time.time() - last_save >= cfg.checkpoint_seconds:
                 _record(s, done, failed)
-                s.ckpts.save(c + 1, state, {"chunk": c + 1, "wall_time_s": done.wall,
-                                            "iteration": (c + 1) * cfg.iterations_per_chunk})
+                meta = {"chunk": c + 1, "wall_time_s": done.wall,
+                        "iteration": (c + 1) * cfg.iterations_per_chunk}
+                _save_checkpoint(s, c + 1, state, meta)
                 last_save = time.time()
             else:
                 pending = done
@@ -692,7 +744,8 @@ def run(cfg: TrainConfig, log=None, trainer: Trainer | None = None, strict: bool
                                 else "the new run was stopped") if held is not None else None
             if isinstance(e, OSError) and not isinstance(e, BrokenPipeError):
                 then = f"; {note}" if note else \
-                    "; nothing was marked finished: continue with --resume once it is fixed"
+                    "; nothing was marked finished: once it is fixed, continue with --resume " \
+                    "(a sweep: run it again)"
                 raise StorageError(storage_message(e, then)) from None
             if note:
                 warn(note)

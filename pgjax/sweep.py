@@ -403,7 +403,12 @@ class Sweep:
             new = {name: json.loads(json.dumps(cfg.to_dict(), default=str))
                    for name, cfg in self.groups.items() if name not in recorded}
             if new:
-                atomic_write_json(path, {**recorded, **new})
+                try:
+                    atomic_write_json(path, {**recorded, **new})
+                except OSError as e:  # before anything trains: bad input's exit code
+                    from pgjax.files import storage_message
+
+                    raise ConfigError(storage_message(e)) from None
 
     def _finished_otherwise(self, name: str, cfg) -> str | None:
         """Why the finished group ``name`` is not this sweep's (its config.json records

@@ -600,3 +600,131 @@ def test_plot_leaves_out_a_run_whose_metrics_are_damaged(reference, capsys):
     assert main(["plot", cfg.out, "--reps", "10", "--out", str(Path(cfg.out) / "p")]) == 0
     err = capsys.readouterr().err
     assert "metrics.csv is damaged" in err and "run left out" in err
+
+
+# -- storage faults and foreign or hand-edited records ----------------------------------------
+def _enospc(name: str, after: int):
+    """A ``files._fresh`` that finds the storage full when creating the temporary file of
+    ``name`` for the ``after``-th time and from then on."""
+    import errno
+    import os
+
+    import pgjax.files
+
+    real, calls = pgjax.files._fresh, [0]
+
+    def fresh(tmp):
+        if tmp.name.startswith(f".{name}."):
+            calls[0] += 1
+            if calls[0] >= after:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(tmp)
+    return fresh
+
+
+def test_a_full_disk_while_training_is_one_line_and_the_run_resumes(tmp_path, monkeypatch,
+                                                                     capsys):
+    """ENOSPC writing a record, or no room for a checkpoint: one line naming the file, exit
+    3, nothing marked finished, no temporary file left; --resume then finishes it."""
+    import pgjax.files
+    import pgjax.runner
+    from pgjax.rundir import inspect, read_rows
+
+    root = tmp_path / "r"
+    args = ["--steps", "2048", "--checkpoint-seconds", "0"]
+    monkeypatch.setattr(pgjax.files, "_fresh", _enospc("metrics.csv", 3))
+    assert _train(tmp_path, *args) == 3
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "metrics.csv: the storage is full" in err and "--resume" in err, err
+    assert inspect(root).state == "unfinished" and not list(root.rglob(".*.tmp"))
+    monkeypatch.undo()
+    Free = type("Usage", (), {"free": 0})
+    monkeypatch.setattr(pgjax.runner.shutil, "disk_usage", lambda p: Free)
+    assert _train(tmp_path, *args, "--resume") == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "checkpoint: the storage is full" in err[-1] and len(err) <= 2, err
+    assert inspect(root).state == "unfinished"
+    monkeypatch.undo()
+    assert _train(tmp_path, *args, "--resume") == 0 and is_finished(root)
+    rows = [int(r["iteration"]) for r in read_rows(root / "runs" / "seed0")]
+    assert rows == list(range(17))  # 2048 steps of 4 x 32: 16 updates and the start
+
+
+def test_unwritable_outputs_and_overlong_paths_are_one_line(tmp_path, monkeypatch, capsys):
+    import errno
+    import os
+
+    import pgjax.runner
+
+    long_out = tmp_path.joinpath(*["d" * 250] * 20)  # longer than any path may be
+    monkeypatch.setattr(pgjax.runner, "VmappedRuns", None)  # nothing may compile
+    assert main(["train", "--env", "jax:cartpole", "--out", str(long_out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "too long" in err and "--out" in err, err
+    monkeypatch.undo()
+
+    def read_only(*a, **k):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), "/somewhere/x")
+
+    monkeypatch.setitem(pgjax.cli.COMMANDS, "plot", read_only)  # the last-resort handler
+    assert main(["plot", "x"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "pgjax plot: error: cannot write /somewhere/x: the storage is read-only " \
+                  "(Read-only file system); pass a writable --out", err
+
+
+def test_hand_edited_or_foreign_manifests_are_one_line_never_used(tmp_path, capsys):
+    """A run's manifest edited by hand (a seed or hyperparameter that is not a number, NaN,
+    infinite, beyond float32, a run id that names another seed, a run's own config.json
+    that disagrees) is damaged: one line for every reader, never read under a wrong
+    label."""
+    from pgjax.rundir import inspect
+
+    assert _train(tmp_path, "--grid", "ppo.lr=1e-3,3e-4") == 0
+    root = tmp_path / "r"
+    edits = {"nan": ("hparams", float("nan")), "inf": ("hparams", float("inf")),
+             "huge": ("hparams", 1e39), "text": ("hparams", "0.001"),
+             "bool": ("hparams", True), "seed_text": ("seed", "0"), "seed_neg": ("seed", -1),
+             "seed_big": ("seed", 2**40), "seed_other": ("seed", 7), "own": ("own", 5e-4)}
+    for label, (what, value) in edits.items():
+        copy = tmp_path / f"edited_{label}"
+        shutil.copytree(root, copy)
+        record = json.loads((copy / "config.json").read_text())
+        run = record["runs"][0]
+        if what == "hparams":
+            run["hparams"]["ppo.lr"] = value
+        elif what == "seed":
+            run["seed"] = value
+        else:  # the run's own config.json says another learning rate
+            own = copy / "runs" / run["id"] / "config.json"
+            own.write_text(json.dumps({"seed": run["seed"], "hparams": {"ppo.lr": value}}))
+        if what != "own":
+            (copy / "config.json").write_text(json.dumps(record))
+        found = inspect(copy)
+        assert found.state == "damaged", label
+        for argv in (["plot", str(copy), "--reps", "20"], ["eval", str(copy)],
+                     ["train", "--env", "jax:cartpole", "--out", str(tmp_path), "--name",
+                      copy.name, "--resume"]):
+            assert main(argv) == 2, (label, argv)
+            err = capsys.readouterr().err.strip()
+            assert len(err.splitlines()) == 1 and "damaged" in err or "does not match" in err,\
+                (label, err)
+            assert "Traceback" not in err
+
+
+def test_a_checkpoint_from_another_run_is_never_restored(tmp_path, monkeypatch):
+    """Two runs of one configuration but their seeds: the checkpoint (with its checksums)
+    copied from one into the other is refused, by the run identity each checkpoint carries;
+    a whole run directory copied elsewhere resumes from its own."""
+    cfg = dataclasses.replace(SMALL, out=str(tmp_path))
+    a = _cut(dataclasses.replace(cfg, name="a"), monkeypatch)
+    b = _cut(dataclasses.replace(cfg, name="b", seed=1), monkeypatch)
+    shutil.copytree(a, tmp_path / "a2")
+    shutil.rmtree(b / "checkpoint")
+    shutil.copytree(a / "checkpoint", b / "checkpoint")
+    with pytest.raises(ConfigError, match="saved by another run"):
+        run(dataclasses.replace(cfg, name="b", seed=1, resume=True))
+    (tmp_path / "a2" / ".lock").unlink(missing_ok=True)
+    run(dataclasses.replace(cfg, name="a2", resume=True))
+    assert is_finished(tmp_path / "a2")
