@@ -32,6 +32,7 @@ its checkpoint), ``RunRecords.finish`` (unfinished -> finished).
 from __future__ import annotations
 
 import csv
+import os
 import shutil
 import time
 import uuid
@@ -67,9 +68,22 @@ def cell(v):
     return v
 
 
+ID_BYTES = 200  # the longest run id: a folder name (at most 255 bytes) with room to spare
+
+
 def run_id(seed: int, hp: dict, varied: list[str]) -> str:
+    """``lr=0.0003_gamma=0.99_seed0``; where the grid varies so many options that this would
+    be longer than ``ID_BYTES``, its start and a hash of the whole (still one id per grid
+    point, still ending in the seed)."""
     parts = [f"{k.split('.')[-1]}={exact(hp[k])}" for k in varied]
-    return "_".join(parts + [f"seed{seed}"])
+    name = "_".join(parts + [f"seed{seed}"])
+    if len(name.encode()) <= ID_BYTES:
+        return name
+    import hashlib
+
+    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+    head = "_".join(parts).encode()[:ID_BYTES - 48].decode(errors="ignore")
+    return f"{head}~{digest}_seed{seed}"
 
 
 def _versions() -> dict:
@@ -372,6 +386,11 @@ def claim(cfg) -> Claim:
                               f"directories")
         if inspect(root).state == "foreign":  # refused before a lock file is put into it
             raise ConfigError(inspect(root).reason)
+        deepest = len(os.fsencode(os.path.abspath(root))) + ID_BYTES + 160  # orbax's files
+        if deepest > 4095:
+            raise ConfigError(f"the run directory {root} is too long a path for its records "
+                              f"({deepest - ID_BYTES - 160} bytes; at most "
+                              f"{4095 - ID_BYTES - 160}); pass a shorter --out or --name")
         inside = enclosing_run(root)
         if inside is not None:
             raise ConfigError(f"{root} lies inside the run directory {inside}, whose records "

@@ -728,3 +728,29 @@ def test_a_checkpoint_from_another_run_is_never_restored(tmp_path, monkeypatch):
     (tmp_path / "a2" / ".lock").unlink(missing_ok=True)
     run(dataclasses.replace(cfg, name="a2", resume=True))
     assert is_finished(tmp_path / "a2")
+
+
+def test_run_ids_of_very_large_grids_stay_folder_names():
+    """A grid that varies many options names each run by a folder name a file system takes
+    (at most ID_BYTES), still one id per grid point, still ending in its seed."""
+    from pgjax.records import ID_BYTES
+
+    varied = [f"rule.option_number_{i}" for i in range(40)]
+    ids = set()
+    for j in range(50):
+        hp = {k: 1e-4 + 1e-9 * (i + j) for i, k in enumerate(varied)}
+        rid = run_id(3, hp, varied)
+        assert len(rid.encode()) <= ID_BYTES and rid.endswith("_seed3"), rid
+        ids.add(rid)
+    assert len(ids) == 50
+    assert run_id(0, {"ppo.lr": 1e-4}, ["ppo.lr"]) == "lr=0.0001_seed0"  # short: unchanged
+    # the longest run name's place in .trash is a folder name too, and is emptied
+    from pgjax.records import empty_trash, trash_dir
+
+    root = Path(__import__("tempfile").mkdtemp()) / ("n" * 255)
+    aside = trash_dir(root)
+    assert len(aside.name.encode()) <= 255
+    aside.mkdir(parents=True)
+    empty_trash(root)
+    assert not aside.exists()
+    shutil.rmtree(root.parent)
