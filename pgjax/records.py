@@ -351,9 +351,8 @@ class Claim:
         except ConfigError as e:
             return f"{why}; the run it replaced is kept in {aside} ({e})"
         try:
-            with interrupts_deferred():
-                for entry in aside.iterdir():
-                    entry.rename(self.root / entry.name)
+            with interrupts_deferred():  # a kill midway: the next claim completes it
+                _move_all(aside, self.root, aside / MOVING)
                 aside.rmdir()
         except OSError as e:
             return (f"{why}; the run it replaced is kept in {aside} (it could not be moved "
@@ -384,8 +383,8 @@ def claim(cfg) -> Claim:
         if out.exists() and not out.is_dir():
             raise ConfigError(f"--out {out} is a file; pass a directory for the run "
                               f"directories")
-        if inspect(root).state == "foreign":  # refused before a lock file is put into it
-            raise ConfigError(inspect(root).reason)
+        if inspect(root).state == "foreign" and not _journaled(root):  # refused before a
+            raise ConfigError(inspect(root).reason)  # lock file is put into it
         deepest = len(os.fsencode(os.path.abspath(root))) + ID_BYTES + 160  # orbax's files
         if deepest > 4095:
             raise ConfigError(f"the run directory {root} is too long a path for its records "
@@ -404,6 +403,11 @@ def claim(cfg) -> Claim:
         raise InUse(f"{root} is in use by another pgjax process; wait for it to finish "
                     f"or pick another --name") from None
     except OSError as e:
+        raise ConfigError(storage_message(e, what=f"the run directory {root}")) from None
+    try:
+        recover(root)  # records a kill left halfway to or from .trash
+    except OSError as e:
+        lock.release()
         raise ConfigError(storage_message(e, what=f"the run directory {root}")) from None
     found = inspect(root)
     if found.state == "foreign" or (found.state == "damaged" and not cfg.overwrite):
@@ -432,23 +436,64 @@ def claim(cfg) -> Claim:
     return held
 
 
+MOVING = ".moving"  # in a .trash entry while its records move (a journal: see recover)
+
+
+def _move_all(source: Path, dest: Path, journal: Path) -> None:
+    """Every entry of ``source`` but its lock and the ``journal`` into ``dest``, the journal
+    written first and removed last; a move that fails midway is undone."""
+    journal.write_text(f"{source} -> {dest}\n")
+    moved = []
+    try:
+        for entry in source.iterdir():
+            if entry.name not in (".lock", MOVING):
+                entry.rename(dest / entry.name)
+                moved.append(entry.name)
+    except OSError:
+        for name in moved:
+            (dest / name).rename(source / name)
+        raise
+    journal.unlink()
+
+
+def _journaled(root: Path) -> list[Path]:
+    """``root``'s entries in .trash whose records a kill left moving (``MOVING``)."""
+    trash = root.parent / ".trash"
+    if not trash.is_dir():
+        return []
+    import re
+
+    own = re.compile(re.escape(_trash_name(root)) + r"-\d{8}-\d{6}(-\d+)?")
+    return [e for e in sorted(trash.iterdir()) if own.fullmatch(e.name) and (e / MOVING).exists()]
+
+
+def recover(root: Path) -> None:
+    """After a process was killed (SIGKILL: nothing can defer it) while moving ``root``'s
+    records to or from .trash: the entry whose journal (``MOVING``) is still there has its
+    records moved back into ``root``, which undoes a set-aside cut short and completes a
+    restore cut short. Called by ``claim`` with the lock held: no other process moves
+    them."""
+    for entry in _journaled(root):
+        for item in entry.iterdir():
+            if item.name != MOVING and not (root / item.name).exists():
+                item.rename(root / item.name)
+        if all(p.name == MOVING for p in entry.iterdir()):
+            (entry / MOVING).unlink()
+            entry.rmdir()
+
+
 def set_aside(root: Path) -> Path:
     """Move every record of ``root`` (not its lock) to a new ``trash_dir``; returns it. All
-    of it moves or none of it: a move that fails midway is undone."""
+    of it moves or none of it: a move that fails midway is undone, one cut short by a kill
+    is undone by the next ``claim`` (``recover``)."""
     aside = trash_dir(root)
-    moved = []
     try:
         with interrupts_deferred():  # all of it moves, or (Ctrl-C) none of it starts
             aside.mkdir(parents=True)
             try:
-                for entry in root.iterdir():
-                    if entry.name != ".lock":
-                        entry.rename(aside / entry.name)
-                        moved.append(entry.name)
+                _move_all(root, aside, aside / MOVING)
             except OSError:
-                for name in moved:
-                    (aside / name).rename(root / name)
-                aside.rmdir()
+                shutil.rmtree(aside, ignore_errors=True)
                 raise
     except OSError as e:
         from pgjax.files import storage_message

@@ -31,6 +31,21 @@ from pgjax import plugin_files
 from pgjax.train import Trainer, check_memory
 
 
+def check_float32(cfg: TrainConfig) -> None:
+    """Every traced hyperparameter (the option or each of its --grid values) is a number the
+    compiled program's float32 holds: 1e39 would train as inf under a label saying 1e39."""
+    grid = {k: [v] for k, v in cfg.base_hparams().items()} | cfg.parse_grid()
+    limit = float(np.finfo(np.float32).max)
+    for key, values in grid.items():
+        for v in values:
+            if not -limit <= float(v) <= limit:
+                flag = f"--grid {key}=..." if len(values) > 1 or any(
+                    g.split("=")[0].strip() == key for g in cfg.grid) else f"--{key}"
+                raise ConfigError(f"{key} = {v!r} is beyond what a float32 holds (the compiled "
+                                  f"program's type: at most {limit:.4g}); pass a smaller "
+                                  f"{flag.replace('_', '-')}")
+
+
 def stack_hparams(runs) -> dict[str, jax.Array]:
     keys = runs[0][1].keys()
     return {k: jnp.asarray([hp[k] for _, hp in runs], jnp.float32) for k in keys}
@@ -715,6 +730,7 @@ def run(cfg: TrainConfig, log=None, trainer: Trainer | None = None, strict: bool
 
     cfg = cfg.with_name()
     cfg.validate()
+    check_float32(cfg)
     if cfg.distributed and not jax.distributed.is_initialized():
         initialize_distributed()
     say = (lambda *a: None) if cfg.quiet else (log or _print)

@@ -47,6 +47,9 @@ BAD = [
     (["--net.init-log-std", "nan"], "init_log_std must be a finite number"),
     (["--policy", "stateful", "--stateful.z-std", "inf"], "z_std must be a finite number"),
     (["--grid", "ppo.lr=1e-3,nan"], "lr must be a finite number"),
+    # finite, but beyond the compiled program's float32: it would train as inf
+    (["--ppo.lr", "1e39"], "ppo.lr = 1e+39 is beyond what a float32 holds"),
+    (["--grid", "ppo.lr=1e-3,1e39"], "pass a smaller --grid ppo.lr"),
     (["--evals", "0"], "evals must be >= 1"),
     (["--checkpoint-seconds", "-5"], "checkpoint_seconds must be >= 0"),
     (["--checkpoint-seconds", "nan"], "checkpoint_seconds must be >= 0"),

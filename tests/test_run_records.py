@@ -754,3 +754,31 @@ def test_run_ids_of_very_large_grids_stay_folder_names():
     empty_trash(root)
     assert not aside.exists()
     shutil.rmtree(root.parent)
+
+
+def test_records_a_kill_left_halfway_to_or_from_trash_are_put_back(tmp_path):
+    """SIGKILL cannot be deferred: a set-aside (or a restore) cut short leaves the records
+    split between the run directory and its journaled entry in .trash; the next claim puts
+    them back together in the run directory, before it looks at what the directory holds.
+    Entries set aside whole stay where they are."""
+    from pgjax.records import MOVING, claim
+
+    assert _train(tmp_path, name="done") == 0
+    root = tmp_path / "r"
+    shutil.copytree(tmp_path / "done", root)
+    (root / ".lock").unlink(missing_ok=True)
+    before = _snapshot(root)
+    aside = tmp_path / ".trash" / "r-20260101-000000"
+    aside.mkdir(parents=True)
+    for name in ("config.json", "runs", "summary.csv"):  # moved before the kill
+        (root / name).rename(aside / name)
+    (aside / MOVING).write_text("")
+    whole = tmp_path / ".trash" / "r-20260101-000001"  # an older run, set aside whole
+    whole.mkdir()
+    (whole / "config.json").write_text("{}")
+    cfg = __import__("pgjax").TrainConfig(env="jax:cartpole", out=str(tmp_path), name="r",
+                                          resume=True)
+    held = claim(cfg)
+    held.release()
+    assert _snapshot(root) == before and is_finished(root)
+    assert not aside.exists() and (whole / "config.json").exists()
