@@ -782,3 +782,51 @@ def test_records_a_kill_left_halfway_to_or_from_trash_are_put_back(tmp_path):
     held.release()
     assert _snapshot(root) == before and is_finished(root)
     assert not aside.exists() and (whole / "config.json").exists()
+
+
+@pytest.mark.slow
+def test_two_sweep_processes_with_other_settings_never_mix(tmp_path):
+    """Two real `pgjax sweep` processes started at once on one folder, with different --set
+    values: one trains, the other is refused in one line (exit 2); every group holds the
+    first one's settings."""
+    import subprocess
+    import sys
+
+    f = tmp_path / "s.toml"
+    f.write_text(SWEEP.format(out=tmp_path).replace('algos = ["ppo"]', 'algos = ["ppo", "trpo"]'))
+    procs = [subprocess.Popen([sys.executable, "-m", "pgjax.cli", "sweep", str(f), "--set", s],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for s in ("gamma=0.9", "gamma=0.95")]
+    outs = [p.communicate(timeout=600) for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 2], outs
+    refused = outs[[p.returncode for p in procs].index(2)][1].strip()
+    assert len(refused.splitlines()) == 1 and "other settings" in refused, refused
+    gammas = {json.loads(c.read_text())["config"]["gamma"]
+              for c in (tmp_path / "s").glob("*/config.json")}
+    assert len(gammas) == 1 and len(list((tmp_path / "s").glob("*/status.json"))) == 2
+
+
+@pytest.mark.slow
+def test_sigterm_stops_training_with_143_and_the_run_resumes(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "pgjax.cli", "train", "--env", "jax:cartpole", "--steps",
+            "40960", "--num-envs", "4", "--rollout-len", "32", "--eval-every", "20",
+            "--eval-envs", "2", "--checkpoint-seconds", "0", "--out", str(tmp_path),
+            "--name", "r"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stdout:  # the first progress line: training has started
+        if line.startswith("  steps"):
+            break
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 143 and "terminated" in err and "Traceback" not in err, err
+    from pgjax.rundir import inspect
+
+    assert inspect(tmp_path / "r").state == "unfinished"
+    done = subprocess.run(argv + ["--resume", "--quiet"], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0 and is_finished(tmp_path / "r"), done.stderr
