@@ -29,6 +29,7 @@ def run_files(root: Path) -> dict:
             if "config" in c:  # where the records live differs between the compared trees
                 c["config"].pop("out")
                 c["config"].pop("name")
+            c.pop("uid", None)  # each run directory's own identity
             out[rel] = c
         else:
             out[rel] = p.read_bytes()
