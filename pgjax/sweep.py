@@ -323,9 +323,12 @@ class Sweep:
         self.check_existing()
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            probe = self.root / ".write-test.tmp"
-            probe.write_text("")
-            probe.unlink()
+            import os
+            import tempfile
+
+            fd, probe = tempfile.mkstemp(dir=self.root, prefix=".write-test.", suffix=".tmp")
+            os.close(fd)  # a new file (O_EXCL): never one a link at a fixed name leads to
+            os.unlink(probe)
         except OSError as e:
             raise ConfigError(f"cannot write the sweep directory {self.root} ({e.strerror}); "
                               f"pass a writable out (--set out=...)") from None
