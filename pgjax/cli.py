@@ -331,7 +331,8 @@ class _Output:
     training finishes and its records are whole. Everything else is the stream's own."""
 
     def __init__(self, stream):
-        self._stream = stream
+        # None: started with the descriptor closed (`pgjax train >&-`): nowhere to write
+        self._stream = stream if stream is not None else open(os.devnull, "w")
 
     def _gone(self) -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
