@@ -22,6 +22,15 @@ def __getattr__(name):
     raise AttributeError(f"module 'pgjax' has no attribute {name!r}")
 
 
-__version__ = "0.1.0"
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pgjax")
+    except PackageNotFoundError:  # a source tree on sys.path, not installed: pyproject's
+        return "0.2.0"
+
+
+__version__ = _version()
 __all__ = ["ConfigError", "TrainConfig", "TrainState", "Trainer", "enable_compile_cache",
            "load_policy", "make_env", "run"]

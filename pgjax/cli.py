@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-USAGE = """usage: pgjax <command> [options]
+USAGE = """usage: pgjax <command> [options]    (pgjax --version prints the version)
 
 commands:
   train     train one algorithm on one environment, seeds and a hyperparameter grid vmapped
@@ -422,6 +422,11 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
+        return 0
+    if argv[0] in ("-V", "--version"):
+        from pgjax import __version__
+
+        print(f"pgjax {__version__}")
         return 0
     if argv[0] not in COMMANDS:
         from pgjax.errors import did_you_mean
