@@ -1,6 +1,7 @@
 """``pgjax sweep <file.toml>``: a grid of algorithms x environments x hyperparameters x seeds.
 
-Example (``experiments/sweeps/quick.toml`` is a runnable one)::
+Example (``experiments/sweeps/quickstart.toml`` is a small runnable one, the README's first
+command; ``experiments/sweeps/locomotion.toml`` a larger one)::
 
     name = "locomotion"            # the sweep directory: <out>/<name>/
     out = "sweeps"

@@ -20,8 +20,13 @@ An epoch hook that stops the remaining epochs, cleanrl's ``target_kl`` (the buil
 ``--ppo.target-kl-mode per_epoch`` does the same)::
 
     def kl_stop(e):  # e.minibatch: this epoch's per-minibatch metrics, [minibatches]
-        return EpochResult(e.params, e.state, stop=e.minibatch["approx_kl"][-1] > e.hp["kl_stop"]) PPO, SPO, PPO-KL and FixPO are built this way (``pgjax.algos.ppo``, ``spo``,
-``fixpo``); the rule's state is an ``SGDState`` (Adam state and ``extra``), so checkpoints and
+        stop = e.minibatch["approx_kl"][-1] > e.hp["kl_stop"]
+        return EpochResult(e.params, e.state, stop=stop)
+
+(``examples/ppo_epoch_kl_stop.py`` registers it as a rule with a traced ``kl_stop`` option.)
+
+PPO, SPO, PPO-KL and FixPO are built this way (``pgjax.algos.ppo``, ``spo``, ``fixpo``);
+the rule's state is an ``SGDState`` (Adam state and ``extra``), so checkpoints and
 resumes carry ``extra`` with everything else.
 
 A PPO with an adaptive KL penalty, for instance (the built-in ``ppo_kl`` is this rule)::
