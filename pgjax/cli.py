@@ -112,6 +112,7 @@ def _tyro(cls, argv: list[str], **kw):
 
     from pgjax.errors import ConfigError
 
+    _plain_field_help()
     buf = io.StringIO()
     try:
         with contextlib.redirect_stderr(buf), contextlib.redirect_stdout(buf):
@@ -129,6 +130,33 @@ def _tyro(cls, argv: list[str], **kw):
     finally:
         if not sys.exc_info()[0]:
             sys.stderr.write(buf.getvalue())
+
+
+def _plain_field_help() -> None:
+    """Field docstrings as ``pgjax train --help`` shows them: each paragraph one line (tyro
+    wraps it to the terminal; it would keep every line break before an indented or
+    non-letter line) and without reStructuredText markup (``plain``)."""
+    import inspect
+    import re
+
+    try:
+        from tyro import _docstrings  # where tyro reads field docstrings (tyro 1.x)
+
+        parse = _docstrings.parse_docstring_from_object
+    except (ImportError, AttributeError):  # another tyro: its own help text, as it is
+        return
+    if getattr(parse, "plain", False):
+        return
+
+    def one_line(text: str) -> str:
+        paragraphs = re.split(r"\n\s*\n", inspect.cleandoc(text))
+        return "\n\n".join(plain(re.sub(r"\s*\n\s*", " ", p)) for p in paragraphs)
+
+    def parsed(obj) -> dict[str, str]:
+        return {name: one_line(text) for name, text in parse(obj).items()}
+
+    parsed.plain = True
+    _docstrings.parse_docstring_from_object = parsed
 
 
 def _suggest_flags(message: str, cls) -> str:
@@ -283,7 +311,10 @@ def train_main(argv: list[str]) -> int:
 def presets_main(argv: list[str]) -> int:
     from pgjax import presets
 
-    names = argv or list(presets.PRESETS)
+    p = ArgumentParser("pgjax presets", presets.__doc__)
+    p.add_argument("names", nargs="*", metavar="NAME",
+                   help="the presets to describe, by name (default: every one)")
+    names = p.parse_args(argv).names or list(presets.PRESETS)
     unknown = [n for n in names if n not in presets.PRESETS]
     if unknown:
         from pgjax.errors import did_you_mean
