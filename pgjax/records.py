@@ -1,19 +1,38 @@
 """Run directories: what a run leaves behind, written so that a crash loses nothing finished.
 
     <out>/<name>/
-        config.json              resolved configuration, runs, package versions
+        config.json                 resolved configuration, the runs (seed, traced
+                                    hyperparameters, id), package versions
         runs/<run_id>/config.json   the run's seed and traced hyperparameters
-        runs/<run_id>/metrics.csv   one row per iteration from 0 (eval_* filled where the run
-                                    was evaluated, train_return where episodes ended);
-                                    metrics.csv.gz, the same text compressed, once finished
-                                    (``rundir.metrics_file`` finds either)
+        runs/<run_id>/metrics.csv   one row per iteration from 0 (compressed to
+                                    metrics.csv.gz, the same text, once the run directory
+                                    finishes; rundir.metrics_file finds either):
+                                    env_steps, wall_time_s; eval_return/_std, eval_length
+                                    where evaluated (--evals; the deterministic policy),
+                                    eval_return_stochastic/_std, eval_length_stochastic
+                                    (the sampled policy: --eval-mode stochastic or both);
+                                    train_return (training episodes ended in the update);
+                                    kl_mean, kl_max, ratio_dev_max, clip_frac, entropy,
+                                    pg_loss, v_loss, explained_variance, grad_norm,
+                                    grad_steps, lr; per policy kind: clip_frac_a,
+                                    clip_frac_z (stateful); per update rule: accepted,
+                                    ls_steps (TRPO); beta, primary_steps, fixup_steps,
+                                    fixup_fraction, kl_max_before_fixup (FixPO); with
+                                    observation normalisation kl_stats_mean/max,
+                                    value_stats_shift, obs_std_drift, obs_mean_drift;
+                                    return_scale; for feedforward policies kl_reset_mean/max,
+                                    kl_reset_stats_max, mode_shift_reset_max
         runs/<run_id>/params.msgpack  latest parameters and normaliser statistics
         runs/<run_id>/status.json   only if the run failed: the update and the error
-        checkpoint/              latest training state (orbax), for --resume; removed once
-                                 the run has finished
-        summary.csv, curve.png   written when training finishes
-        status.json              written last: {"status": "finished", ...}
-        .lock                    held by the process training into the directory
+        runs/<run_id>/tensorboard/  with --tensorboard
+        plugins/                    copies of the --plugins files (config.json's
+                                    plugin_files: name, copy, sha256, tag)
+        checkpoint/                 latest training state (orbax), for --resume; removed
+                                    once the run has finished
+        summary.csv, curve.png      final returns with 95% CIs; learning curves, written
+                                    when training finishes
+        status.json                 written last: {"status": "finished", ...}
+        .lock                       held by the process training into the directory
 
 Every file is replaced atomically (written to a temporary file, fsynced, renamed) after each
 chunk, so a kill at any moment leaves either the previous or the new version, never a torn
