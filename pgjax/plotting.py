@@ -300,7 +300,10 @@ def plot_main(argv: list[str]) -> int:
     p = ArgumentParser("pgjax plot", __doc__)
     p.add_argument("paths", nargs="+", help="run directories, or folders containing them")
     p.add_argument("--out", default=None, help="output folder (default: the first path)")
-    p.add_argument("--estimator", choices=("iqm", "mean", "median"), default="iqm")
+    p.add_argument("--estimator", choices=("iqm", "mean", "median"), default="iqm",
+                   help="what the return curves show across runs at each step, with its 95%% "
+                        "stratified-bootstrap CI: iqm (the interquartile mean), mean or "
+                        "median (the aggregate tables give all three)")
     p.add_argument("--reps", type=int, default=2000, help="bootstrap resamples")
     p.add_argument("--metric", action="append", default=[], metavar="COLUMN",
                    help="also plot this recorded column against the update (repeatable), "

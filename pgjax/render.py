@@ -217,8 +217,10 @@ def render_main(argv: list[str]) -> int:
     p.add_argument("--run", default=None, help="the run id to render (default: the first)")
     p.add_argument("--seed", type=int, default=0, help="seed of the episode's reset")
     p.add_argument("--stochastic", action="store_true", help="sample actions (default: mode)")
-    p.add_argument("--width", type=int, default=320)
-    p.add_argument("--height", type=int, default=240)
+    p.add_argument("--width", type=int, default=320,
+                   help="frame width in pixels (default %(default)s)")
+    p.add_argument("--height", type=int, default=240,
+                   help="frame height in pixels (default %(default)s)")
     p.add_argument("--fps", type=int, default=None, help="default: the task's control rate")
     p.add_argument("--max-steps", type=int, default=None, help="stop the episode earlier")
     add_plugin_options(p)
