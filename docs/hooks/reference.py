@@ -406,6 +406,16 @@ def records_page() -> str:
     return GENERATED + "# Records\n\n" + docstring_markdown(records.__doc__, code="text")
 
 
+# the codes pgjax.cli returns as literals
+OTHER_EXIT_CODES = {
+    0: "done",
+    1: "the command could not finish: its output's reader closed it first (records are "
+       "kept), or an unexpected error (a Python traceback)",
+    130: "interrupted by Ctrl-C: finished chunks are recorded (continue a run with "
+         "`--resume`, a sweep by running it again)",
+}
+
+
 def exit_codes() -> list[tuple[int, str, str]]:
     """``(code, name, meaning)`` for every ``EXIT_*`` constant of ``pgjax.errors``, the
     meaning from the comment on its line."""
@@ -424,12 +434,15 @@ def exit_codes_page() -> str:
 
     usage = USAGE.split("\n\n")
     said = next(p for p in usage if p.startswith("exit codes:"))
+    rows = [(code, f"`pgjax.errors.{name}`", _md_text(meaning, True))
+            for code, name, meaning in exit_codes()]
+    rows += [(code, "", meaning) for code, meaning in OTHER_EXIT_CODES.items()
+             if code not in {r[0] for r in rows}]
     out = [GENERATED, "# Exit codes\n",
            "What `pgjax --help` says:\n", "```text", said.strip(), "```\n",
-           "The constants in `pgjax.errors`, for scripts that check them:\n",
+           "Every code, with the constant in `pgjax.errors` where there is one:\n",
            "| code | constant | meaning |", "| --- | --- | --- |"]
-    out += [f"| {code} | `pgjax.errors.{name}` | {_md_text(meaning, True)} |"
-            for code, name, meaning in exit_codes()]
+    out += [f"| {code} | {name} | {meaning} |" for code, name, meaning in sorted(rows)]
     out += ["",
             "An error a command refuses is one line on stderr, `pgjax <command>: error: ...`, "
             "that names the problem and the fix. A plugin's own code failing while a run is "
