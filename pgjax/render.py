@@ -3,11 +3,22 @@
     pgjax render runs/ppo_hopper --out hopper.mp4        # Brax or Gymnasium MuJoCo; .gif too
     pgjax render runs/ppo_hopper --out hopper.html       # Brax's viewer, one self-contained file
 
-Frames come from MuJoCo's offscreen renderer (Brax's ``brax.io.image`` for Brax tasks, the
-environment's ``render_mode="rgb_array"`` for Gymnasium ones), headless through EGL (importing
-pgjax sets ``MUJOCO_GL=egl`` when no display and no choice is set; set ``MUJOCO_GL=osmesa``
-where only OSMesa exists); videos are written with imageio (its ffmpeg
-plugin for mp4, pillow for gif).
+Frames come from MuJoCo's offscreen renderer (the Brax system's MuJoCo model for Brax tasks,
+the environment's ``render_mode="rgb_array"`` for Gymnasium ones, the task's own renderer for
+MuJoCo Playground ones), headless through EGL (importing pgjax sets ``MUJOCO_GL=egl`` when no
+display and no choice is set; set ``MUJOCO_GL=osmesa`` where only OSMesa exists); videos are
+written with imageio (its ffmpeg plugin for mp4, pillow for gif). Videos are 480x360 by default,
+at the task's control rate up to 30 frames per second (every k-th state of faster tasks, so
+the video plays in real time).
+
+The camera follows a body that travels (a free-floating root, or one on unlimited slide
+joints: hopper, walker, cheetah, ant, humanoid, swimmer). For Brax it looks from the side, a
+little above, from a distance at which the body fills about half the frame; a system fixed to
+the world (pendulums, arms) is framed once, whole. Gymnasium's tasks keep their own camera
+distance and angle, its look-at point moved with the body. Brax's and Gymnasium's checkered
+floors are drawn in two close blue-greys without reflections. MuJoCo Playground tasks are
+drawn from the model's first camera, the DeepMind Control Suite's own view (tracking the body
+in its locomotion tasks).
 """
 from __future__ import annotations
 
@@ -24,7 +35,13 @@ from pgjax.registry import ENV_FAMILIES
 from pgjax.trained import TrainedPolicy, add_plugin_options, load_policy
 
 FORMATS = (".mp4", ".gif", ".html")
-MAX_FPS = 60  # Brax tasks step at 50-125 Hz: faster ones are subsampled to real time
+MAX_FPS = 30  # Brax tasks step at 25-125 Hz: faster ones are subsampled to real time
+WIDTH, HEIGHT = 480, 360  # the default video size
+ELEVATION = -20.0  # degrees: the camera a little above the body (Gymnasium's locomotion view)
+FILL = 0.5  # the body's larger side as a fraction of the frame
+# the floor of Brax's models (a black and white checker with a mirror finish) redrawn as a
+# grid of two close blue-greys, the tones of the DeepMind Control Suite's floor
+FLOOR = ((0.24, 0.30, 0.36), (0.32, 0.38, 0.44))
 # the ways an environment family's episodes are drawn (``EnvFamily.renderer``): system, the
 # simulator states of a Brax System (images or Brax's html viewer); frames, the rgb frames a
 # gym_env renders; trajectory, the simulator states of a MuJoCo Playground episode drawn by
@@ -38,6 +55,139 @@ def _brax_sys(env):
     while not hasattr(base, "brax_sys") and hasattr(base, "env"):
         base = base.env
     return base.brax_sys, base.brax_dt
+
+
+def travelling_body(model) -> int | None:
+    """The body a camera follows: the first child of the world with a free joint or an
+    unlimited slide joint (a body that travels across the floor); None for a system fixed to
+    the world (pendulums on a rail, arms), framed once instead."""
+    import mujoco
+
+    for j in range(model.njnt):
+        body = int(model.jnt_bodyid[j])
+        if model.body_parentid[body] != 0:
+            continue
+        if model.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE or (
+                model.jnt_type[j] == mujoco.mjtJoint.mjJNT_SLIDE and not model.jnt_limited[j]):
+            return body
+    return None
+
+
+def _bounds(model, data, body: int | None):
+    """(lower, upper) corners of the box around the geoms drawn for ``body``'s subtree (every
+    body's without one), planes left out."""
+    import mujoco
+
+    keep = [g for g in range(model.ngeom) if model.geom_type[g] != mujoco.mjtGeom.mjGEOM_PLANE
+            and (body is None or model.body_rootid[model.geom_bodyid[g]] == body)]
+    if not keep:
+        return data.subtree_com[0] - 1.0, data.subtree_com[0] + 1.0
+    box = model.geom_aabb[keep]  # [geoms, 6]: the box's centre and half sizes, geom frame
+    turn = data.geom_xmat[keep].reshape(-1, 3, 3)
+    centre = data.geom_xpos[keep] + np.einsum("gij,gj->gi", turn, box[:, :3])
+    reach = np.einsum("gij,gj->gi", np.abs(turn), box[:, 3:])
+    return (centre - reach).min(0), (centre + reach).max(0)
+
+
+class FollowCamera:
+    """A free MuJoCo camera (``mujoco.MjvCamera``) placed from a system's first state: looking
+    at the middle of its bodies, from the side (azimuth 90: the x axis, along which the planar
+    bodies move, runs across the frame) and ``ELEVATION`` above, far enough for the bodies to
+    fill about ``FILL`` of the frame. ``update(data)`` moves the point it looks at with the
+    travelling body's centre of mass over the floor (x, y), so the body stays in the middle of
+    every frame; its height stays, so a hop or a fall does not shake the view."""
+
+    def __init__(self, model, data, aspect: float):
+        import math
+
+        import mujoco
+
+        self.body = travelling_body(model)
+        lo, hi = _bounds(model, data, self.body)
+        half = (hi - lo) / 2
+        self.cam = mujoco.MjvCamera()
+        self.cam.type = mujoco.mjtCamera.mjCAMERA_FREE
+        self.cam.lookat[:] = lo + half
+        self.cam.azimuth = 90.0
+        # a flat body (a swimmer) is seen from higher up
+        self.cam.elevation = ELEVATION if half[2] > 0.25 * max(half[0], half[1]) else -50.0
+        tan = math.tan(math.radians(model.vis.global_.fovy) / 2)
+        self.cam.distance = max(half[2] / tan, half[0] / (tan * aspect), 0.1) / FILL
+        # the look-at point's offset from the body's centre of mass (x, y), kept while it moves
+        self.offset = (self.cam.lookat[:2] - data.subtree_com[self.body][:2]
+                       if self.body is not None else None)
+
+    def update(self, data):
+        if self.body is not None:
+            self.cam.lookat[:2] = data.subtree_com[self.body][:2] + self.offset
+        return self.cam
+
+
+def soft_floor(model, copy: bool = True):
+    """``model`` (a copy unless ``copy`` is False) with its floor texture (the texture of
+    each plane's material) redrawn in ``FLOOR``'s two tones, its pattern kept, and the
+    floor's mirror finish removed."""
+    import copy as copy_
+
+    import mujoco
+
+    model = copy_.deepcopy(model) if copy else model
+    role = mujoco.mjtTextureRole.mjTEXROLE_RGB
+    for g in range(model.ngeom):
+        mat = model.geom_matid[g]
+        if model.geom_type[g] != mujoco.mjtGeom.mjGEOM_PLANE or mat < 0:
+            continue
+        model.mat_reflectance[mat] = 0.0
+        tex = model.mat_texid[mat, role] if model.mat_texid.ndim == 2 else model.mat_texid[mat]
+        if tex < 0 or model.tex_nchannel[tex] < 3:
+            continue
+        n = int(model.tex_height[tex] * model.tex_width[tex] * model.tex_nchannel[tex])
+        start = int(model.tex_adr[tex])
+        pixels = model.tex_data[start:start + n].reshape(-1, int(model.tex_nchannel[tex]))
+        light = pixels[:, :3].astype(np.float32).mean(1)
+        span = max(float(light.max() - light.min()), 1.0)
+        t = ((light - light.min()) / span)[:, None]
+        dark, bright = (np.array(c, np.float32) for c in FLOOR)
+        pixels[:, :3] = np.round(255 * (dark + t * (bright - dark))).astype(np.uint8)
+        model.tex_data[start:start + n] = pixels.reshape(-1)
+    return model
+
+
+def system_frames(sys_, states, width: int, height: int) -> list:
+    """RGB frames [height, width, 3] of a Brax system's simulator ``states`` (``q``, ``qd``),
+    drawn by MuJoCo's renderer with a ``FollowCamera`` over a ``soft_floor``, without
+    reflections."""
+    import mujoco
+
+    model = soft_floor(sys_.mj_model)
+    data = mujoco.MjData(model)
+    renderer = mujoco.Renderer(model, height=height, width=width)
+    renderer.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = False
+    camera, frames = None, []
+    try:
+        for state in states:
+            data.qpos, data.qvel = state.q, state.qd
+            if hasattr(state, "mocap_pos") and model.nmocap:
+                data.mocap_pos, data.mocap_quat = state.mocap_pos, state.mocap_quat
+            mujoco.mj_forward(model, data)
+            camera = camera or FollowCamera(model, data, width / height)
+            renderer.update_scene(data, camera=camera.update(data))
+            frames.append(renderer.render())
+    finally:
+        renderer.close()
+    return frames
+
+
+def frame_stride(dt: float, fps: int | None) -> tuple[int, int]:
+    """(k, frames per second): a video of every k-th state of a task stepped every ``dt``
+    seconds, in real time at no more than ``MAX_FPS``; with ``fps`` given, every state at
+    that rate."""
+    import math
+
+    if fps:
+        return 1, fps
+    k = max(1, math.ceil(1.0 / (dt * MAX_FPS) - 1e-6))
+    return k, round(1.0 / (dt * k))
 
 
 def _actions(policy: TrainedPolicy, stochastic: bool, seed: int):
@@ -86,28 +236,70 @@ def brax_episode(policy: TrainedPolicy, seed: int = 0, stochastic: bool = False,
 
 
 def trajectory_episode(policy: TrainedPolicy, width: int, height: int, seed: int = 0,
-                       stochastic: bool = False, max_steps: int | None = None):
-    """(RGB frames of one episode of a MuJoCo Playground task, its return, seconds per
-    step): the episode stepped as in training, its simulator states drawn by the task."""
+                       stochastic: bool = False, max_steps: int | None = None, *,
+                       fps: int | None = None):
+    """(RGB frames of one episode of a MuJoCo Playground task, its return, frames per
+    second): the episode stepped as in training, every k-th of its simulator states
+    (``frame_stride``) drawn by the task's renderer from the model's first camera (the
+    DeepMind Control Suite's view; the renderer's free camera where the model has none)."""
     from pgjax.envs.playground_env import load
 
     cfg = policy.cfg
     raw, _ = load(cfg.env.partition(":")[2], cfg.playground.impl)
     _, states, total = _episode(policy, cfg.playground, lambda s: s.sim, seed, stochastic,
                                 max_steps)
+    stride, fps = frame_stride(raw.dt * cfg.playground.action_repeat, fps)
+    return trajectory_frames(raw, states[::stride], width, height), total, fps
+
+
+def trajectory_frames(raw, states, width: int, height: int) -> list:
+    """RGB frames of a MuJoCo Playground task's simulator ``states``, drawn by the task's
+    renderer from its model's first camera (the free camera where it has none)."""
     quiet = os.environ.get("TQDM_DISABLE")
     os.environ["TQDM_DISABLE"] = "1"  # its renderer's progress bar
     try:
-        frames = raw.render(states, height=height, width=width)
+        return raw.render(list(states), height=height, width=width,
+                          camera=0 if raw.mj_model.ncam else None)
     finally:
         if quiet is None:
             os.environ.pop("TQDM_DISABLE", None)
-    return frames, total, raw.dt * cfg.playground.action_repeat
+
+
+def _gym_draw(env):
+    """``env.render`` of a Gymnasium MuJoCo task over a ``soft_floor`` (the render-only
+    environment's own model changed), its camera's look-at point moved with the travelling
+    body's centre of mass (``travelling_body``) over the floor: Gymnasium's ``rgb_array``
+    camera stays where the episode started. The camera's distance, angle and height are the
+    task's."""
+    import mujoco
+
+    u = env.unwrapped
+    renderer, model = getattr(u, "mujoco_renderer", None), getattr(u, "model", None)
+    if renderer is None or model is None:
+        return env.render
+    soft_floor(model, copy=False)  # before the renderer uploads the textures
+    body, ready = travelling_body(model), []
+
+    def draw():
+        if ready and body is not None:  # the viewer exists: move its camera first
+            renderer.viewer.cam.lookat[:2] = u.data.subtree_com[body][:2]
+        frame = env.render()
+        if not ready and getattr(renderer, "viewer", None) is not None:
+            renderer.viewer.scn.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = False
+            ready.append(True)
+            if body is not None:  # the first frame again, from the camera as it follows
+                renderer.viewer.cam.lookat[:2] = u.data.subtree_com[body][:2]
+            frame = env.render()
+        return frame
+    return draw
 
 
 def gym_episode(policy: TrainedPolicy, width: int, height: int, seed: int = 0,
-                stochastic: bool = False, max_steps: int | None = None):
-    """(RGB frames of one episode of the Gymnasium task, its return)."""
+                stochastic: bool = False, max_steps: int | None = None, *,
+                fps: int | None = None):
+    """(RGB frames of one episode of the Gymnasium task, its return, frames per second):
+    every k-th step drawn (``frame_stride``, from the task's ``dt``; 30 frames per second
+    where it has none), the camera following a travelling body (``_gym_draw``)."""
     import gymnasium
 
     cfg = policy.cfg
@@ -127,7 +319,10 @@ def gym_episode(policy: TrainedPolicy, width: int, height: int, seed: int = 0,
 
         index = np.array(getattr(_layout(cfg.env), cfg.observe), np.int64)
     obs, _ = env.reset(seed=seed)
-    frames, total, act = [env.render()], 0.0, _actions(policy, stochastic, seed)
+    dt = getattr(env.unwrapped, "dt", None)
+    stride, fps = frame_stride(dt, fps) if dt else (1, fps or MAX_FPS)
+    draw = _gym_draw(env)
+    frames, total, act = [draw()], 0.0, _actions(policy, stochastic, seed)
     box = isinstance(env.action_space, gymnasium.spaces.Box)
     try:
         for t in range(max_steps or 10**9):
@@ -139,12 +334,13 @@ def gym_episode(policy: TrainedPolicy, width: int, height: int, seed: int = 0,
                 action = int(action)
             obs, reward, terminated, truncated, _ = env.step(action)
             total += float(reward)
-            frames.append(env.render())
+            if (t + 1) % stride == 0:
+                frames.append(draw())
             if terminated or truncated:
                 break
     finally:
         env.close()
-    return frames, total
+    return frames, total, fps
 
 
 def write_video(frames, out: Path, fps: int) -> None:
@@ -161,7 +357,7 @@ def write_video(frames, out: Path, fps: int) -> None:
 
 
 def render(path, out, run: str | None = None, seed: int = 0, stochastic: bool = False,
-           width: int = 320, height: int = 240, fps: int | None = None,
+           width: int = WIDTH, height: int = HEIGHT, fps: int | None = None,
            max_steps: int | None = None, trust_plugins: bool = False, plugins=(),
            allow_changed_plugins: bool = False) -> dict:
     """Write one episode of a run's trained policy to ``out`` (.mp4, .gif, or .html for
@@ -170,7 +366,7 @@ def render(path, out, run: str | None = None, seed: int = 0, stochastic: bool = 
     if out.suffix not in FORMATS:
         raise ConfigError(f"unknown output format '{out.suffix}'; pass --out ending in "
                           f"{', '.join(FORMATS)} (e.g. --out {out.with_suffix('.mp4')})")
-    for name, size, default in (("--width", width, 320), ("--height", height, 240)):
+    for name, size, default in (("--width", width, WIDTH), ("--height", height, HEIGHT)):
         if size < 16:
             raise ConfigError(f"{name} must be >= 16 pixels, got {size}; pass a larger "
                               f"{name} (e.g. {name} {default})")
@@ -191,19 +387,15 @@ def render(path, out, run: str | None = None, seed: int = 0, stochastic: bool = 
 
             out.write_text(brax_page(sys_, states))
             return {"out": out, "frames": len(states), "return": total}
-        from brax.io import image
-
-        # real time: every state at the control rate, or every k-th when that exceeds fps
-        stride = max(1, round(1.0 / (dt * (fps or MAX_FPS)))) if not fps else 1
-        fps = fps or round(1.0 / (dt * stride))
-        frames = image.render_array(sys_, states[::stride], height, width)
+        # real time: every state at the control rate, or every k-th when that exceeds MAX_FPS
+        stride, fps = frame_stride(dt, fps)
+        frames = system_frames(sys_, states[::stride], width, height)
     elif renderer == "trajectory":
-        frames, total, dt = trajectory_episode(policy, width, height, seed, stochastic,
-                                               max_steps)
-        fps = fps or min(MAX_FPS, round(1.0 / dt))
+        frames, total, fps = trajectory_episode(policy, width, height, seed, stochastic,
+                                                max_steps, fps=fps)
     else:
-        frames, total = gym_episode(policy, width, height, seed, stochastic, max_steps)
-        fps = fps or 30
+        frames, total, fps = gym_episode(policy, width, height, seed, stochastic, max_steps,
+                                         fps=fps)
     write_video(frames, out, fps)
     return {"out": out, "frames": len(frames), "return": total}
 
@@ -217,11 +409,12 @@ def render_main(argv: list[str]) -> int:
     p.add_argument("--run", default=None, help="the run id to render (default: the first)")
     p.add_argument("--seed", type=int, default=0, help="seed of the episode's reset")
     p.add_argument("--stochastic", action="store_true", help="sample actions (default: mode)")
-    p.add_argument("--width", type=int, default=320,
+    p.add_argument("--width", type=int, default=WIDTH,
                    help="frame width in pixels (default %(default)s)")
-    p.add_argument("--height", type=int, default=240,
+    p.add_argument("--height", type=int, default=HEIGHT,
                    help="frame height in pixels (default %(default)s)")
-    p.add_argument("--fps", type=int, default=None, help="default: the task's control rate")
+    p.add_argument("--fps", type=int, default=None,
+                   help=f"default: the task's control rate, at most {MAX_FPS}")
     p.add_argument("--max-steps", type=int, default=None, help="stop the episode earlier")
     add_plugin_options(p)
     a = p.parse_args(argv)

@@ -129,3 +129,169 @@ def test_brax_viewer_page_loads_offline_in_a_headless_browser(brax_run, tmp_path
     background = np.median(image, axis=0)
     drawn = (np.abs(image.astype(float) - background).sum(1) > 30).mean()
     assert 0.005 < drawn < 0.9, drawn  # the body and the rail, on the viewer's background
+
+
+# -- the camera: it follows a body that travels, over a soft floor ---------------------------
+def _brax_model(name):
+    """A Brax task's MuJoCo model, read from Brax's own asset file (no Brax import)."""
+    import importlib.util
+    from pathlib import Path
+
+    import mujoco
+
+    brax_dir = Path(importlib.util.find_spec("brax").submodule_search_locations[0])
+    return mujoco.MjModel.from_xml_path(str(brax_dir / "envs" / "assets" / f"{name}.xml"))
+
+
+def _shifted(model, xs):
+    """Simulator states of ``model`` at its initial pose moved by each x along the floor."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    states = []
+    for x in xs:
+        q = np.array(model.qpos0)
+        q[0] += x  # rootx (a slide joint) or the free joint's x
+        states.append(SimpleNamespace(q=q, qd=np.zeros(model.nv)))
+    return states
+
+
+def _body_columns(frame):
+    """The horizontal centre of the body's pixels as a fraction of the width (the bodies are
+    brown, R well above B; the floors, skies and rails are grey or blue), and their count."""
+    import numpy as np
+
+    rgb = frame.astype(int)
+    body = (rgb[..., 0] > rgb[..., 2] + 25) & (rgb[..., 0] > 60)
+    cols = np.nonzero(body)[1]
+    return (cols.mean() / frame.shape[1] if len(cols) else float("nan")), len(cols)
+
+
+XS = (0.0, 1.5, 3.0, 4.5)  # metres along the floor, beyond a fixed camera's view
+
+
+def test_brax_frames_follow_a_travelling_body():
+    from types import SimpleNamespace
+
+    import mujoco
+    import numpy as np
+
+    from pgjax.render import FollowCamera, system_frames, travelling_body
+
+    model = _brax_model("hopper")
+    assert travelling_body(model) == 1  # the torso, on rootx/rootz/rooty
+    frames = system_frames(SimpleNamespace(mj_model=model), _shifted(model, XS), 160, 120)
+    assert [f.shape for f in frames] == [(120, 160, 3)] * len(XS)
+    for frame in frames:
+        centre, pixels = _body_columns(frame)
+        assert pixels > 30 and abs(centre - 0.5) < 0.1, (centre, pixels)
+    # the camera's look-at point moves with the body's centre of mass, its height stays
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    camera, lookat = FollowCamera(model, data, 4 / 3), []
+    for state in _shifted(model, XS):
+        data.qpos = state.q
+        mujoco.mj_forward(model, data)
+        lookat.append(camera.update(data).lookat.copy())
+    np.testing.assert_allclose(np.array(lookat) - lookat[0], [[x, 0, 0] for x in XS],
+                               atol=1e-6)
+    # the free camera Brax's image module draws from (camera -1) loses the body: the check
+    # above fails without following
+    renderer = mujoco.Renderer(model, 120, 160)
+    seen = []
+    for state in _shifted(model, XS):
+        data.qpos = state.q
+        mujoco.mj_forward(model, data)
+        renderer.update_scene(data, camera=-1)
+        seen.append(_body_columns(renderer.render()))
+    renderer.close()
+    assert any(not n or abs(c - 0.5) > 0.2 for c, n in seen), seen
+
+
+def test_a_body_fixed_to_the_world_is_framed_once():
+    import mujoco
+    import numpy as np
+
+    from pgjax.render import FollowCamera, travelling_body
+
+    model = _brax_model("inverted_pendulum")  # the cart's slide joint is limited
+    assert travelling_body(model) is None
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    camera = FollowCamera(model, data, 4 / 3)
+    before = camera.cam.lookat.copy()
+    data.qpos[0] = 0.8
+    mujoco.mj_forward(model, data)
+    np.testing.assert_array_equal(camera.update(data).lookat, before)
+
+
+def test_soft_floor_keeps_the_pattern_in_close_tones_and_leaves_the_model():
+    import mujoco
+    import numpy as np
+
+    from pgjax.render import soft_floor
+
+    model = _brax_model("hopper")
+    before = model.tex_data.copy()
+    soft = soft_floor(model)
+    np.testing.assert_array_equal(model.tex_data, before)
+    mat = model.geom_matid[0]  # the floor plane's material and its texture
+    tex = model.mat_texid[mat, mujoco.mjtTextureRole.mjTEXROLE_RGB]
+    n = model.tex_height[tex] * model.tex_width[tex] * model.tex_nchannel[tex]
+    old, new = (m.tex_data[model.tex_adr[tex]:model.tex_adr[tex] + n].reshape(-1, 3)
+                .astype(int) for m in (model, soft))
+    assert np.ptp(old.mean(1)) > 150 and 0 < np.ptp(new.mean(1)) < 40
+    np.testing.assert_array_equal(old.mean(1) > old.mean(), new.mean(1) > new.mean())
+    assert soft.mat_reflectance[mat] == 0 and model.mat_reflectance[mat] > 0
+
+
+@pytest.mark.parametrize("dt, fps, expected", [(0.008, None, (5, 25)), (0.04, None, (1, 25)),
+                                               (0.01, None, (4, 25)), (0.05, None, (1, 20)),
+                                               (0.008, 60, (1, 60))])
+def test_frame_stride_plays_in_real_time_at_most_30_fps(dt, fps, expected):
+    from pgjax.render import frame_stride
+
+    assert frame_stride(dt, fps) == expected
+
+
+def test_gymnasium_frames_follow_a_travelling_body():
+    import gymnasium
+
+    from pgjax.render import _gym_draw
+
+    env = gymnasium.make("Hopper-v5", render_mode="rgb_array", width=160, height=120)
+    env.reset(seed=0)
+    u = env.unwrapped
+    draw = _gym_draw(env)
+    try:
+        for x in XS:
+            qpos = u.data.qpos.copy()
+            qpos[0] = x
+            u.set_state(qpos, u.data.qvel)
+            centre, pixels = _body_columns(draw())
+            assert pixels > 50 and abs(centre - 0.5) < 0.1, (x, centre, pixels)
+    finally:
+        env.close()
+
+
+def test_playground_frames_come_from_the_models_tracking_camera():
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from pgjax.envs.playground_env import load
+    from pgjax.render import trajectory_frames
+
+    raw, _ = load("CheetahRun")
+    m = raw.mj_model
+    states = []
+    for x in XS:
+        q = np.array(m.qpos0)
+        q[0] += x
+        states.append(SimpleNamespace(data=SimpleNamespace(
+            qpos=q, qvel=np.zeros(m.nv), mocap_pos=np.zeros((m.nmocap, 3)),
+            mocap_quat=np.zeros((m.nmocap, 4)), xfrc_applied=np.zeros((m.nbody, 6)))))
+    for frame in trajectory_frames(raw, states, 160, 120):
+        centre, pixels = _body_columns(frame)
+        assert pixels > 50 and abs(centre - 0.5) < 0.15, (centre, pixels)
