@@ -11,7 +11,8 @@ Writes, into ``--out`` (default: the first path), PNG and SVG of:
   has at least three (``--evals``), else of the training episodes per chunk, with the
   evaluations as markers (the axis label says which);
 - ``trust_region_<env>``: max per-state KL and max |r - 1| at every update, median over runs
-  with the min-max range;
+  with the min-max range (runs recorded with ``--diagnostics full``, which the paper presets
+  and the quickstart sweep ask for; the default, ``cheap``, leaves them out);
 
 and the tables ``aggregate.csv`` (final returns per group: IQM, mean, median with 95% CIs,
 over every task, of scores normalised by each task's fixed references, ``pgjax.references``;
