@@ -155,6 +155,30 @@ def test_every_config_field_has_a_docstring():
     assert not subs, f"sub-configs without a docstring on their TrainConfig field: {subs}"
 
 
+def test_the_options_of_the_example_plugins_are_documented():
+    """The components examples/*.py register (an update rule, a policy kind, ...) add
+    sub-configs to ``pgjax train --plugins FILE``; each of their fields has a docstring. In
+    a process of its own, so that the registrations do not outlive the test."""
+    check = f"""
+import dataclasses, glob, importlib.util, sys
+spec = importlib.util.spec_from_file_location("reference", {str(REPO / "docs/hooks/reference.py")!r})
+reference = importlib.util.module_from_spec(spec); spec.loader.exec_module(reference)
+from pgjax.config import TrainConfig, config_class
+from pgjax.options import sub_configs
+base = set(sub_configs(config_class(TrainConfig, ())))
+plugins = tuple(sorted(glob.glob({str(REPO / "examples" / "*.py")!r})))
+added = {{k: v for k, v in sub_configs(config_class(TrainConfig, plugins)).items() if k not in base}}
+missing = [f"{{k}}.{{f.name}}" for k, sub in added.items() for f in dataclasses.fields(sub)
+           if not reference.field_docs(sub).get(f.name, "").strip()]
+print("added:", sorted(added))
+sys.exit(f"fields without a docstring: {{missing}}" if missing else 0)
+"""
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True,
+                          timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "added: [" in done.stdout and "added: []" not in done.stdout, done.stdout
+
+
 def test_every_preset_says_what_it_is_and_where_it_comes_from():
     from pgjax.presets import PRESETS
 

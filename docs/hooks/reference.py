@@ -269,7 +269,7 @@ def config_sections() -> list[dict]:
                  "doc": inspect.cleandoc(cls.__doc__ or ""), "options": []}]
     for f in dataclasses.fields(cls):
         if f.name in subs:
-            sections.append({"key": f.name, "title": f"--{f.name.replace('_', '-')}.*",
+            sections.append({"key": f.name, "title": f"`--{f.name.replace('_', '-')}.*`",
                              "class": subs[f.name], "doc": top_docs.get(f.name, ""),
                              "options": []})
     for section in sections:
