@@ -167,7 +167,7 @@ def test_partition_table():
         assert [r["joints"] for r in group] == [tuple(a) for a in MABRAX[name].agents]
         assert tuple(r["obs_size"] for r in group) == part.obs_sizes
         assert tuple(r["action_size"] for r in group) == part.action_sizes
-    doc = Path(__file__).resolve().parents[1] / "docs" / "multiagent.md"
+    doc = Path(__file__).resolve().parents[1] / "docs" / "explanation" / "multiagent.md"
     lines = doc.read_text().splitlines()
     for r in rows:  # the documented table is in sync
         assert any(f"`mabrax:{r['name']}`" in line and f"| {r['label']} |" in line

@@ -21,7 +21,7 @@ EXAMPLES = ROOT / "examples"
 
 # a comparison with an environment family's prefix, a policy kind's, an agent scheme's name,
 # or the word host: allowed only in the modules that own them (the grep of
-# docs/architecture.md)
+# docs/explanation/architecture.md)
 NAME_MATCH = re.compile(
     r'(==|!=)\s*"(brax|gym|jax|mabrax|matrix|gaussian|categorical|stateful|recurrent|window|'
     r'sequential|simultaneous|independent|host)"'
