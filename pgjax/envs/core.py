@@ -31,6 +31,10 @@ class ActionSpace(NamedTuple):
 
 
 class EnvSpec(NamedTuple):
+    """What an environment is: its id, the shape of one observation (float32), its action
+    space, how many copies it steps at once, its time limit and whether it is stepped on the
+    host (outside the compiled program, as Gymnasium's are)."""
+
     name: str
     obs_shape: tuple
     action: ActionSpace
@@ -66,6 +70,10 @@ class TimeStep:
 
 
 class Env(Protocol):
+    """The batched environment every pgjax environment is (see the module's docstring):
+    ``reset(key) -> (state, obs)``, ``step(state, action) -> (state, TimeStep)``, both pure
+    and over ``spec.num_envs`` environments at once, resetting themselves."""
+
     spec: EnvSpec
 
     def reset(self, key: jax.Array) -> tuple[Any, jax.Array]: ...

@@ -67,6 +67,11 @@ def _returning(fn: Callable, name: str, expected: str) -> Callable:
 
 
 class VectorEnv:
+    """An ``Env`` from one environment's pure simulator (``reset1``, ``step1``; see the
+    module's docstring), vmapped over ``spec.num_envs`` copies with the time limit, autoreset
+    from a reset pool and episode statistics added. Box actions are clipped to the bounds of
+    ``spec.action`` unless ``clip_actions`` is false."""
+
     def __init__(self, spec: EnvSpec, reset1: Callable, step1: Callable,
                  clip_actions: bool = True):
         if spec.num_envs < 1 or spec.max_episode_steps < 1:
