@@ -1,7 +1,10 @@
 """Run by the mkdocs-gen-files plugin when the site is built: writes the generated reference
-pages (``reference.py``), the notebooks in ``notebooks/`` as the tutorials, and, with
-``PGJAX_DOCS_STUBS=1`` only, a stub for each page of the navigation not written yet."""
+pages (``reference.py``), the notebooks in ``notebooks/`` as the tutorials, the figures the
+pages show from the committed records (a page links ``images/results/<path>`` for
+``experiments/results/<path>``), and, with ``PGJAX_DOCS_STUBS=1`` only, a stub for each page
+of the navigation not written yet."""
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -18,6 +21,15 @@ for path, text in reference.pages().items():
 for notebook in sorted((reference.REPO / "notebooks").glob("*.ipynb")):
     with mkdocs_gen_files.open(f"tutorials/{notebook.name}", "wb") as f:
         f.write(notebook.read_bytes())
+
+RESULTS = reference.REPO / "experiments" / "results"
+figures = set()
+for page in (reference.REPO / "docs").rglob("*.md"):
+    figures.update(re.findall(r"images/results/([^)\s\"'#?]+)", page.read_text(encoding="utf-8")))
+for figure in sorted(figures):
+    if (RESULTS / figure).is_file():  # a missing one is a broken link: the build says so
+        with mkdocs_gen_files.open(f"images/results/{figure}", "wb") as f:
+            f.write((RESULTS / figure).read_bytes())
 
 
 def nav_pages(items):
