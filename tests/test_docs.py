@@ -55,7 +55,9 @@ def site(tmp_path_factory):
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(REPO / "mkdocs.yml"),
          "-d", str(out)], cwd=tmp_path_factory.mktemp("cwd"), env=env, capture_output=True,
         text=True, timeout=900)
-    assert built.returncode == 0, f"mkdocs build --strict failed:\n{built.stderr[-6000:]}"
+    warnings = [x for x in built.stderr.splitlines() if x.startswith(("WARNING", "ERROR"))]
+    assert built.returncode == 0, "mkdocs build --strict failed:\n" + (
+        "\n".join(warnings) if warnings else built.stderr[-6000:])
     return out
 
 
