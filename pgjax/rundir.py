@@ -180,12 +180,32 @@ def inspect(root) -> DirState:
                                           f"restore it from a copy, or pass --overwrite to "
                                           f"train the run again (the old records are set "
                                           f"aside in .trash)")
+                    want = record.get("num_iterations")
+                    path = metrics_file(d)
+                    if isinstance(want, int) and path is not None and \
+                            not (d / "status.json").exists():
+                        rows = _row_count(path)
+                        if rows is not None and rows != want + 1:
+                            # a finish marker the rows do not bear out: never read as done
+                            return DirState("unfinished", f"{status} says finished, but {path} "
+                                                          f"holds {rows} of its {want + 1} "
+                                                          f"rows", record)
                 return DirState("finished", record=record)
             # the metrics decide: --resume finishes a run whose rows are all there
             return DirState("unfinished", f"{status} is damaged", record)
     except ConfigError as e:
         return DirState("damaged", str(e))
     return DirState("unfinished", record=record)
+
+
+def _row_count(path: Path) -> int | None:
+    """The number of data rows in a metrics file (its lines less the header), None when it
+    does not read (``check_metrics`` names that)."""
+    try:
+        text = metrics_text(path)
+    except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile, zlib.error):
+        return None
+    return max(0, text.count("\n") - 1) if text.endswith("\n") else text.count("\n")
 
 
 def recorded_rows(root) -> dict:

@@ -747,13 +747,7 @@ def run(cfg: TrainConfig, log=None, trainer: Trainer | None = None, strict: bool
             if isinstance(e, Exception) and not isinstance(e, (TrainingError, OSError)) \
                     and held is not None and held.discard_untrained():
                 # failed while built or traced, before any update: the name stays free
-                held.release()
-                try:  # its lock and the directory itself, where nothing else came in
-                    (held.root / ".lock").unlink(missing_ok=True)
-                    held.root.rmdir()
-                except OSError:
-                    pass
-                held = None
+                # the directory keeps only its lock file: a new directory to the next claim
                 raise
             # a replaced run is never lost to a new one that failed, errored or was stopped
             note = held.restore("the new run did not finish" if isinstance(e, Exception)

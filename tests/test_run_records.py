@@ -830,3 +830,24 @@ def test_sigterm_stops_training_with_143_and_the_run_resumes(tmp_path):
     done = subprocess.run(argv + ["--resume", "--quiet"], capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0 and is_finished(tmp_path / "r"), done.stderr
+
+
+def test_a_finish_marker_the_rows_do_not_bear_out_is_never_read_as_finished(tmp_path,
+                                                                          capsys):
+    """status.json written by hand (or copied) over a run whose metrics stop early: the run
+    is unfinished to every reader, with the reason, and plot leaves it out."""
+    import gzip
+
+    from pgjax.rundir import inspect
+
+    assert _train(tmp_path) == 0
+    root = tmp_path / "r"
+    assert inspect(root).state == "finished"
+    packed = next((root / "runs").iterdir()) / "metrics.csv.gz"
+    lines = gzip.decompress(packed.read_bytes()).decode().splitlines(keepends=True)
+    packed.write_bytes(gzip.compress("".join(lines[:-1]).encode()))
+    found = inspect(root)
+    assert found.state == "unfinished" and "says finished" in found.reason, found
+    capsys.readouterr()
+    assert main(["plot", str(root), "--out", str(tmp_path / "p")]) == 2
+    assert "says finished" in capsys.readouterr().err
