@@ -44,7 +44,14 @@ def metrics_file(run_dir) -> Path | None:
 def metrics_text(path: Path) -> str:
     """The CSV text of a metrics file, plain or compressed (``OSError``/``UnicodeDecodeError``
     /``EOFError`` for an unreadable one)."""
-    raw = Path(path).read_bytes()
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:  # compressed (``pack_metrics``) since it was found: read that
+        if path.name != METRICS or not (path.parent / PACKED).exists():
+            raise
+        path = path.parent / PACKED
+        raw = path.read_bytes()
     if path.name.endswith(".gz"):
         raw = gzip.decompress(raw)
     return raw.decode("utf-8")
