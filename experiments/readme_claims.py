@@ -1,19 +1,25 @@
-"""The READMEs' figures that come from committed records, written from those records.
+"""The figures of README.md and the documentation pages that come from committed records,
+written from those records.
 
-    python experiments/readme_claims.py            # rewrites every block of both READMEs
-    python experiments/readme_claims.py --check    # exit 1 if a README differs from them
+    python experiments/readme_claims.py            # rewrites every block
+    python experiments/readme_claims.py --check    # exit 1 if a page differs from them
 
-Each block lies between ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->`` in README.md (or,
-where ``HOMES`` says so, experiments/README.md) and is computed here through
-``pgjax.results``, so a rerun that differs shows up as a diff and no figure is typed by hand:
+Each block lies between ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->`` in the document
+``HOMES`` names and is computed here through ``pgjax.results``, so a rerun that differs shows
+up as a diff and no figure is typed by hand:
 
-- ``quickstart-claims``: the quickstart's tables and the sentences that cite figures, from
-  ``experiments/results/quickstart`` (``pgjax sweep experiments/sweeps/quickstart.toml --set
-  out=experiments/results --plot``): the trust-region table, final returns,
-  reference-normalised aggregates and probabilities of improvement with fixed bootstrap seeds;
-- ``mujoco-table``: the Gymnasium MuJoCo-v5 table (``experiments/mujoco_table.py``), with
-  the Ant-v4 runs and Ant-v5 without its contact forces beside it;
-- ``dmc-table``: the DM Control table (``experiments/dmc_table.py``);
+- ``headline`` (README.md) and ``results-headline`` (docs/results/index.md): one row per
+  headline result (the quickstart, the four papers' claims, the MuJoCo-v5 table, the DM
+  Control table), each linking to its page;
+- ``quickstart-claims`` (docs/getting-started/first-sweep.md): the quickstart's tables and
+  the sentences that cite figures, from ``experiments/results/quickstart`` (``pgjax sweep
+  experiments/sweeps/quickstart.toml --set out=experiments/results --plot``): the
+  trust-region table, final returns, reference-normalised aggregates and probabilities of
+  improvement with fixed bootstrap seeds;
+- ``mujoco-table`` (docs/results/mujoco-v5.md): the Gymnasium MuJoCo-v5 table
+  (``experiments/mujoco_table.py``), with the Ant-v4 runs and Ant-v5 without its contact
+  forces beside it;
+- ``dmc-table`` (docs/results/dmc.md): the DM Control table (``experiments/dmc_table.py``);
 - ``tianshou-settings`` (experiments/README.md, experiment 14g): the MuJoCo-v5 table at
   Tianshou's own settings and its comparison with the preset's table, task by task;
 - ``preset-changes`` (experiments/README.md, experiment 14g): the two pendulums under the
@@ -24,7 +30,9 @@ where ``HOMES`` says so, experiments/README.md) and is computed here through
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -35,6 +43,7 @@ RECORDS = REPO / "experiments" / "results" / "quickstart"
 SWEEPS = REPO / "experiments" / "results" / "sweeps"
 README = REPO / "README.md"
 EXPERIMENTS_README = REPO / "experiments" / "README.md"
+DOCS = REPO / "docs"
 ORDER = ["ppo", "spo", "fixpo", "trpo"]
 NAMES = {"ppo": "PPO", "spo": "SPO", "fixpo": "FixPO", "trpo": "TRPO"}
 REPS = 2000
@@ -44,6 +53,7 @@ def _g(v: float, digits: int = 2) -> str:
     return f"{v:.{digits}g}" if abs(v) < 10 else f"{v:,.0f}" if abs(v) >= 100 else f"{v:.1f}"
 
 
+@functools.lru_cache(maxsize=None)
 def tables(root: Path = RECORDS):
     """(trust-region table, aggregate, improvement, finals) of the quickstart's records."""
     from pgjax import results
@@ -138,20 +148,32 @@ def _runs(mt, *dirs: Path):
                                                        for d in dirs), "readme_claims.py")
 
 
-def mujoco_table() -> str:
+@functools.lru_cache(maxsize=None)
+def _mujoco_tables():
+    """(mujoco_table, the table's rows, the rows beside it)."""
     mt = _experiment("mujoco_table")
     t = mt.table(_runs(mt, SWEEPS / "mujoco_v5", SWEEPS / "mujoco_v5_seeds_5_9"))
     beside = mt.table(_runs(mt, SWEEPS / "mujoco_ant_v4", SWEEPS / "ant_v5_as_v4"),
                       beside=True)
+    return mt, t, beside
+
+
+def mujoco_table() -> str:
+    mt, t, beside = _mujoco_tables()
     return mt.markdown(mt.ordered(pd.concat([t, beside], ignore_index=True))).strip("\n")
 
 
-def dmc_table() -> str:
+@functools.lru_cache(maxsize=None)
+def _dmc_tables():
+    """(dmc_table, (per task and rule, aggregate, probabilities of improvement))."""
     from pgjax import results
 
     dt = _experiment("dmc_table")
-    t, agg, prob = dt.table(results.load([SWEEPS / "playground_dmc"],
-                                         command="readme_claims.py"))
+    return dt, dt.table(results.load([SWEEPS / "playground_dmc"], command="readme_claims.py"))
+
+
+def dmc_table() -> str:
+    dt, (t, agg, prob) = _dmc_tables()
     return dt.markdown(t, agg, prob).strip("\n")
 
 
@@ -254,17 +276,162 @@ def ant_observation() -> str:
     return "\n".join(lines)
 
 
-BLOCKS = {"quickstart-claims": render, "mujoco-table": mujoco_table, "dmc-table": dmc_table,
+# The papers' claims rerun at their protocols (experiments/README.md, experiment 12): what
+# was run, its sweep folders, the groups shown and their names (keyed by group, or by preset
+# where the groups are named by their options), and the pair whose P(X > Y) is given
+CLAIMS = [
+    {"what": "SPO against PPO (Xie et al., ICML 2025), Gymnasium Hopper-v5, the paper's "
+             "7-layer policy (`--preset spo-paper`)",
+     "dirs": ("protocol_spo_hopper",), "names": {"spo": "SPO", "ppo": "PPO"},
+     "pair": ("spo", "ppo")},
+    {"what": "FixPO against its authors' PPO baseline (Zentner et al. 2023), Hopper-v5 "
+             "(`fixpo-paper`, `fixpo-paper-ppo`)",
+     "dirs": ("protocol_fixpo", "protocol_fixpo_ppo"), "names": {"fixpo": "FixPO", "ppo": "PPO"},
+     "pair": ("fixpo", "ppo"), "kl": "fixpo"},
+    {"what": "S2PG against memoryless PPO and BPTT (Al-Hafez et al., ICLR 2024), "
+             "velocity-hidden Brax halfcheetah, each at its authors' settings",
+     "dirs": ("protocol_s2pg_stateful", "protocol_s2pg_memoryless", "protocol_s2pg_bptt"),
+     "by": "preset", "names": {"s2pg-paper": "S2PG", "s2pg-paper-memoryless": "memoryless PPO",
+                               "s2pg-paper-bptt": "BPTT"}},
+    {"what": "HAPPO against MAPPO with one shared actor (HARL's baseline) and with separate "
+             "actors (Kuba et al., ICLR 2022), `mabrax:halfcheetah_2x3`",
+     "dirs": ("protocol_happo", "protocol_happo_mappo_shared"),
+     "names": {"happo": "HAPPO", "mappo (share_actor=True)": "MAPPO (shared actor)",
+               "mappo (share_actor=False)": "MAPPO (separate actors)"},
+     "pair": ("happo", "mappo (share_actor=True)")},
+]
+
+
+def _budget(final: pd.DataFrame, names: dict) -> str:
+    """"5 seeds, 4.0M steps" of a claim's finals (per group where the seeds differ)."""
+    seeds = final.groupby("group").size()
+    steps = int(final["env_steps"].max())
+    size = f"{steps / 1e6:.1f}M" if steps >= 1_000_000 else f"{steps:,}"
+    common = int(seeds.mode().iloc[0])
+    other = ", ".join(f"{names[g]} {n}" for g, n in seeds.items() if n != common)
+    return f"{common} seeds{f' ({other})' if other else ''}, {size} steps"
+
+
+@functools.lru_cache(maxsize=None)
+def _claim(i: int) -> tuple[str, str]:
+    """(what was run, its figures) of ``CLAIMS[i]``: each group's final return, mean over
+    seeds [95% CI], as experiment 12 reports it (the interval of ``pgjax plot``'s
+    aggregate.csv where that holds raw returns, a single task without references, and
+    ``bootstrap_ci`` of the finals where it holds normalised scores: both percentile
+    bootstraps over seeds), P(X > Y) of its pair, and the largest max per-state KL where
+    the claim is a bound."""
+    from pgjax import results
+    from pgjax.plotting import load, trust_region_table
+    from pgjax.results import bootstrap_ci
+
+    c = CLAIMS[i]
+    dirs = [SWEEPS / d for d in c["dirs"]]
+    ev = results.load(dirs, command="readme_claims.py")
+    final = results.finals(ev)
+    agg, prob = results.aggregate(final, REPS, seed=0)
+    agg, prob = agg.set_index("group"), prob.set_index("comparison")
+    key = ev.drop_duplicates("group").set_index("group")[c.get("by", "group")] \
+        if "by" in c else None
+    names = {g: c["names"][key[g] if key is not None else g] for g in final["group"].unique()}
+    order = sorted(names, key=lambda g: list(c["names"].values()).index(names[g]))
+    cells = []
+    for g in order:
+        f = final.loc[final["group"] == g, "final"]
+        a = agg.loc[g]
+        lo, hi = ((a["mean_ci95_lo"], a["mean_ci95_hi"])
+                  if str(a["scores"]).startswith("unnormalised") else bootstrap_ci(f))
+        cells.append(f"{names[g]} {f.mean():,.0f} [{lo:,.0f}, {hi:,.0f}]")
+    text = ", ".join(cells)
+    if "pair" in c:
+        x, y = c["pair"]
+        q = prob.loc[f"{x} > {y}"]
+        text += (f"; P({names[x]} > {names[y]}) = {q['probability_of_improvement']:.2f} "
+                 f"[{q['ci95_lo']:.2f}, {q['ci95_hi']:.2f}]")
+    if "kl" in c:
+        tr = trust_region_table(load(dirs)).set_index("group")["kl_max_largest"]
+        bound = c["kl"]
+        text += (f"; largest max per-state KL: {names[bound]} {_g(tr[bound], 4)} (bound "
+                 f"ε_KL = 0.5), " + ", ".join(f"{names[g]} {_g(tr[g], 3)}" for g in order
+                                             if g != bound))
+    policy = results.RETURN_LABELS[final["source"].iloc[0]].split("(")[-1].split()[0]
+    return f"{c['what']}, {_budget(final, names)}", f"{policy} evaluation: {text}"
+
+
+def _quickstart_row() -> tuple[str, str]:
+    tr, _, _, final = tables()
+    tr = tr.set_index("group")
+    rules = [g for g in ORDER if g in tr.index]
+    names = {g: NAMES[g] for g in rules}
+    reach = {g: tr.loc[g, "runs_reaching_target"] for g in rules}
+    target = _g(tr["target_return"].iloc[0], 3)
+    reached = (f"all seeds of every rule reach {target}" if all(
+        a == b for a, b in (r.split("/") for r in reach.values())) else
+        f"seeds reaching {target}: " + ", ".join(f"{names[g]} {reach[g]}" for g in rules))
+    kl = tr.loc["fixpo", "kl_max_largest"]
+    return (f"{', '.join(names.values())} at their defaults on Brax inverted_pendulum (the "
+            f"quickstart), {_budget(final, names)}",
+            f"{reached}; FixPO's max per-state KL at most {_g(kl, 3)} at every update (bound "
+            f"ε_KL = 0.5), TRPO's up to {_g(tr.loc['trpo', 'kl_max_largest'], 3)} (it bounds "
+            f"the mean KL)")
+
+
+def _mujoco_row() -> tuple[str, str]:
+    mt, t, _ = _mujoco_tables()
+    fin, best = t["final_over_tianshou_final"].dropna(), t["final_over_tianshou"].dropna()
+    seeds, steps = int(t["seeds"].max()), int(t["env_steps"].max())
+    return (f"PPO at one configuration (`--preset mujoco`) on the {len(t)} Gymnasium MuJoCo-v5 "
+            f"tasks, {seeds} seeds, {steps / 1e6:.1f}M steps, against Tianshou's PPO",
+            f"final ≥ 0.9 × Tianshou's final on {(fin >= 0.9).sum()} of {len(fin)} tasks "
+            f"(≥ it on {(fin >= 1.0).sum()}); ≥ 0.9 × Tianshou's published figure (its best "
+            f"during training) on {(best >= 0.9).sum()} of {len(best)}")
+
+
+def _dmc_row() -> tuple[str, str]:
+    dt, (t, agg, _) = _dmc_tables()
+    a = agg.set_index("group")
+    rules = [r for r in dt.RULES if r in a.index]
+    return (f"{', '.join(dt.name(r) for r in rules)} at `--preset playground-dmc` on "
+            f"{t['task'].nunique()} DM Control Suite tasks (MuJoCo Playground), "
+            f"{int(t['seeds'].max())} seeds, {int(t['env_steps'].max()):,} steps",
+            "IQM of reference-normalised finals: " + ", ".join(
+                f"{dt.name(r)} {a.loc[r, 'iqm']:.3f} [{a.loc[r, 'iqm_ci95_lo']:.3f}, "
+                f"{a.loc[r, 'iqm_ci95_hi']:.3f}]" for r in rules))
+
+
+def headline(folder: str = ".") -> str:
+    """The headline results, a row each with a link to its page under ``docs/``, relative to
+    ``folder``, the folder of the document that shows them (``.`` for README.md,
+    ``docs/results`` for docs/results/index.md)."""
+    def link(title: str, page: str) -> str:
+        return f"[{title}]({Path(os.path.relpath(DOCS / page, REPO / folder)).as_posix()})"
+
+    rows = [(*_quickstart_row(), link("A first sweep", "getting-started/first-sweep.md"))]
+    rows += [(*_claim(i), link("The papers' claims", "results/claims.md"))
+             for i in range(len(CLAIMS))]
+    rows += [(*_mujoco_row(), link("Gymnasium MuJoCo-v5", "results/mujoco-v5.md")),
+             (*_dmc_row(), link("DM Control Suite", "results/dmc.md"))]
+    lines = ["| what was run | result (final return: mean over seeds [95% CI]) | details |",
+             "|---|---|---|"]
+    lines += [f"| {what} | {result} | {page} |" for what, result, page in rows]
+    return "\n".join(lines)
+
+
+BLOCKS = {"headline": headline,
+          "results-headline": functools.partial(headline, folder="docs/results"),
+          "quickstart-claims": render, "mujoco-table": mujoco_table, "dmc-table": dmc_table,
           "tianshou-settings": tianshou_settings, "preset-changes": preset_changes,
           "ant-observation": ant_observation}
-# the blocks of experiments/README.md; the others are README.md's
-HOMES = {"tianshou-settings": EXPERIMENTS_README, "preset-changes": EXPERIMENTS_README,
+HOMES = {"headline": README, "results-headline": DOCS / "results" / "index.md",
+         "quickstart-claims": DOCS / "getting-started" / "first-sweep.md",
+         "mujoco-table": DOCS / "results" / "mujoco-v5.md",
+         "dmc-table": DOCS / "results" / "dmc.md",
+         "tianshou-settings": EXPERIMENTS_README, "preset-changes": EXPERIMENTS_README,
          "ant-observation": EXPERIMENTS_README}
 
 
 def home(name: str) -> Path:
     """The document that holds block ``name``."""
-    return HOMES.get(name, README)
+    return HOMES[name]
 
 
 def markers(name: str) -> tuple[str, str]:
@@ -285,13 +452,13 @@ def readme_block(text: str, name: str = "quickstart-claims") -> str | None:
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--check", action="store_true",
-                   help="compare the READMEs with the records instead of writing them")
+                   help="compare the pages with the records instead of writing them")
     p.add_argument("--block", action="append", choices=list(BLOCKS), dest="blocks",
-                   help="only this block (repeatable; default: every one the READMEs have)")
+                   help="only this block (repeatable; default: every block)")
     a = p.parse_args()
-    read = {doc: doc.read_text() for doc in (README, EXPERIMENTS_README)}
+    read = {doc: doc.read_text() for doc in sorted(set(HOMES.values()))}
     texts = dict(read)
-    names = a.blocks or [n for n in BLOCKS if readme_block(texts[home(n)], n) is not None]
+    names = a.blocks or list(BLOCKS)
     stale = []
     for name in names:
         doc = home(name)
@@ -312,7 +479,7 @@ def main():
             print(f"{', '.join(stale)} differ from the records; run python "
                   f"experiments/readme_claims.py", file=sys.stderr)
             sys.exit(1)
-        print(f"the READMEs match the records ({', '.join(names)})")
+        print(f"the pages match the records ({', '.join(names)})")
         return
     for doc, text in texts.items():
         if text != read[doc]:

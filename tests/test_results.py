@@ -149,12 +149,13 @@ def test_a_sweep_group_names_itself_with_label(tmp_path):
         Sweep.from_dict(spec)
 
 
-@pytest.mark.parametrize("block", ["quickstart-claims", "mujoco-table", "dmc-table",
-                                   "tianshou-settings", "preset-changes", "ant-observation"])
+@pytest.mark.parametrize("block", ["headline", "results-headline", "quickstart-claims",
+                                   "mujoco-table", "dmc-table", "tianshou-settings",
+                                   "preset-changes", "ant-observation"])
 def test_readme_figures_match_the_committed_records(block):
-    """Each README block of figures (README.md's, or experiments/README.md's) is what
-    experiments/readme_claims.py computes from the committed records (a rerun that differs
-    shows up as a diff)."""
+    """Each block of figures (README.md's, a documentation page's or experiments/README.md's,
+    as readme_claims.HOMES says) is what experiments/readme_claims.py computes from the
+    committed records (a rerun that differs shows up as a diff)."""
     claims = _experiment("readme_claims")
     text = claims.home(block).read_text()
     assert claims.readme_block(text, block) == claims.BLOCKS[block]()
