@@ -13,7 +13,7 @@ reference-normalised finals over the tasks (``(final - random) / (1000 - random)
 policy's return from ``pgjax.references``) with its 95% stratified-bootstrap CI, and the
 probability of improvement of each pair of rules (``pgjax.results.aggregate``).
 
-Writes ``table.csv`` (one row per task and rule) and ``table.md`` (the README's table).
+Writes ``table.csv`` (one row per task and rule) and ``table.md`` (the table of docs/results/dmc.md).
 """
 from __future__ import annotations
 

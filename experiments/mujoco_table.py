@@ -40,8 +40,9 @@ the mean finals with its 95% bootstrap CI (seeds resampled within each configura
 the probability of improvement P(these > those) with its CI (rliable), in
 ``against.csv`` and ``against.md``.
 
-Writes ``table.csv``, ``table.md`` (the README's table) and ``curves.png`` (the seed-mean
-curve with its bootstrap band per task, the Tianshou figure as a line).
+Writes ``table.csv``, ``table.md`` (the table of docs/results/mujoco-v5.md) and
+``curves.png`` (the seed-mean curve with its bootstrap band per task, the Tianshou figure as
+a line).
 """
 from __future__ import annotations
 

@@ -517,7 +517,7 @@ def _free_port() -> int:
 def test_two_processes_with_jax_distributed_equal_one_process(tmp_path):
     """A sweep over two processes on localhost (jax.distributed, gloo collectives on CPU, two
     devices each) writes, from process 0, the records a single process with four devices
-    writes: the multi-host path of the README, run for real."""
+    writes: the multi-host path of docs/explanation/training.md, run for real."""
     base = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
             "JAX_PLATFORMS": "cpu"}
     script = SHARD_SCRIPT.replace("assert len(jax.devices()) == 4, jax.devices()", "").replace(
