@@ -80,6 +80,11 @@ def test_the_site_builds_with_every_page(site):
     # linked as files
     assert (site / "search" / "search_index.js").read_text().startswith("var __index")
     assert 'href="reference/cli.html"' in (site / "index.html").read_text()
+    # no script from elsewhere: search runs in the site's own frame worker under file://
+    for page in site.rglob("*.html"):
+        text = page.read_text()
+        assert not re.search(r'<script[^>]+src="(https?:)?//', text), page
+    assert "frame-worker.js" in (site / "reference" / "cli.html").read_text()
     for notebook in (REPO / "notebooks").glob("*.ipynb"):  # rendered, with their cells
         import json
 
