@@ -12,9 +12,12 @@
                                     eval_return_stochastic/_std, eval_length_stochastic
                                     (the sampled policy: --eval-mode stochastic or both);
                                     train_return (training episodes ended in the update);
-                                    kl_mean, kl_max, ratio_dev_max, clip_frac, entropy,
-                                    pg_loss, v_loss, explained_variance, grad_norm,
-                                    grad_steps, lr; per policy kind: clip_frac_a,
+                                    clip_frac, pg_loss, v_loss, explained_variance,
+                                    grad_norm, grad_steps, lr; with --diagnostics full
+                                    also kl_mean, kl_max, ratio_dev_max, entropy (the
+                                    whole batch, after the update), kl_stats_*,
+                                    value_stats_shift and kl_reset_* / mode_shift_reset_max
+                                    below; per policy kind: clip_frac_a,
                                     clip_frac_z (stateful); per update rule: accepted,
                                     ls_steps (TRPO); beta, primary_steps, fixup_steps,
                                     fixup_fraction, kl_max_before_fixup (FixPO); with
