@@ -304,7 +304,8 @@ def train_main(argv: list[str]) -> int:
               f"(at {frame.filename}:{frame.lineno}); fix the plugin, then train again "
               f"(a run directory with no update recorded is not kept)", file=sys.stderr)
         return EXIT_BAD_INPUT
-    print(f"records written to {records.root}")
+    if records is not None:  # the first process of a distributed run writes them
+        print(f"records written to {records.root}")
     return 0
 
 

@@ -18,7 +18,6 @@ unless ``--allow-changed-plugins`` is given.
 from __future__ import annotations
 
 import ast
-import shutil
 import sys
 from pathlib import Path
 
@@ -98,8 +97,9 @@ def record(root, plugins) -> list[dict]:
     return entries
 
 
-def _describe(entry: dict, path) -> str:
-    return f"{path} (sha256 {(entry.get('sha256') or sha256(path))[:16]})"
+def _describe(path) -> str:
+    """A file to import, with the sha256 of what it holds now."""
+    return f"{path} (sha256 {sha256(path)[:16]})"
 
 
 def recorded(root, record: dict, trust: bool = False, substitutes=(),
@@ -168,7 +168,7 @@ def recorded(root, record: dict, trust: bool = False, substitutes=(),
     if not trust:
         pending = [(e, p) for e, p, ok in untrusted if not ok]
         if pending:
-            names = ", ".join(_describe(e, p) if not isinstance(p, str) else
+            names = ", ".join(_describe(p) if not isinstance(p, str) else
                               f"module {p}" for e, p in pending)
             raise ConfigError(f"{root} carries plugin code that was not trained by you on "
                               f"this machine: {names}; nothing of it was imported. Read it, "
@@ -204,18 +204,6 @@ def check_same(root, record: dict, plugins) -> None:
             raise ConfigError(f"cannot resume {root}: plugin {f} differs from the "
                               f"{Path(str(e.get('file'))).name} it trained with (its copy is "
                               f"{Path(root) / str(e.get('copy'))}); resume with that file")
-
-
-def copy_paths(root, record: dict) -> list[str]:
-    """The plugin copies of a run directory (for the trust message of a caller that lists
-    what it would import)."""
-    return [str(Path(root) / str(e["copy"])) for e in record.get(KEY) or ()
-            if isinstance(e, dict) and e.get("copy")]
-
-
-def drop(root) -> None:
-    """Remove a run directory's plugin copies (a run that starts over records them again)."""
-    shutil.rmtree(Path(root) / FOLDER, ignore_errors=True)
 
 
 __all__ = ["FOLDER", "KEY", "check_same", "imported_packages", "record", "recorded"]

@@ -97,7 +97,9 @@ def run_status(run_dir) -> dict | None:
     path = Path(run_dir) / "status.json"
     if not path.exists():
         return None
-    st = read_json(path, "the run's status.json", "")
+    st = read_json(path, "the run's status.json",
+                   "delete it if the run did not fail (its metrics tell how far it trained), "
+                   "or restore it from a copy")
     if not isinstance(st, dict) or st.get("status") != "failed" or \
             not isinstance(st.get("update", 0), int):
         raise ConfigError(f"{path} is damaged (not a failed run's status); delete it if the "
@@ -157,7 +159,7 @@ def inspect(root) -> DirState:
                                        f"{', '.join(held[:3])}); pick another --name or --out")
         return DirState("new")
     try:
-        record = read_json(root / "config.json", "the run's config.json", "")
+        record = read_json(root / "config.json", "the run's config.json")
         if not isinstance(record, dict) or not isinstance(record.get("runs"), list) or \
                 not isinstance(record.get("config"), dict):
             raise ConfigError(f"{root / 'config.json'} is damaged (no config or runs entry); "

@@ -336,25 +336,29 @@ class Sweep:
         self.check_settings()
         status = self.status()
         total = len(self.groups)
+        found = {}  # entries of groups found finished: written to sweep.json together
         for i, (name, cfg) in enumerate(self.groups.items(), 1):
             if is_finished(self.root / name):
                 other = self._finished_otherwise(name, cfg)
                 if other:  # finished by a process that did not record its settings
                     log(f"[{i}/{total}] {name}: error: {other}")
-                    status = self.record(name, {"status": "error", "error": other}, status)
+                    found[name] = {"status": "error", "error": other}
                     continue
                 log(f"[{i}/{total}] {name}: finished, skipped")
                 if name not in status["groups"]:  # a rebuilt sweep.json
                     done = read_json(self.root / name / "status.json", "status.json")
-                    status = self.record(name, {"status": "finished",
-                                                "failed_runs": done.get("failed_runs", {})},
-                                         status)
+                    found[name] = {"status": "finished",
+                                   "failed_runs": done.get("failed_runs", {})}
                 continue
+            if found:  # in sweep.json before this group trains
+                status, found = self.record_all(found, status), {}
             log(f"[{i}/{total}] {name}: {cfg.seeds} seeds x {len(cfg.runs()) // cfg.seeds} "
                 f"grid points")
             t = time.time()
             try:
                 records = run(cfg, log=log, strict=False)
+                if records is None:  # a process other than the first writes no records
+                    continue
                 failed = {records.run_dirs[r].name: m for r, m in records.failed.items()}
                 entry = {"status": "finished", "failed_runs": failed}
             except InUse:
@@ -367,7 +371,7 @@ class Sweep:
                 log(f"[{i}/{total}] {name}: error: {entry['error']}")
             entry["wall_time_s"] = round(time.time() - t, 1)
             status = self.record(name, entry, status)
-        return status
+        return self.record_all(found, status) if found else status
 
     def check_settings(self) -> None:
         """The sweep directory records the settings each of its groups is run with
@@ -431,14 +435,20 @@ class Sweep:
         read, changed and written under a lock, so processes sharing the sweep keep each
         other's entries; a process that writes no records (not process 0 of a distributed
         run) adds the entry to its own ``status``."""
+        return self.record_all({name: entry}, status)
+
+    def record_all(self, entries: dict, status: dict) -> dict:
+        """``record`` of every {group: entry} in one reading and writing of ``sweep.json``
+        (the groups a run finds finished: one write for all, not one per group, each of
+        the whole file)."""
         from filelock import FileLock
 
         if not _writer():
-            status["groups"][name] = entry
+            status["groups"].update(entries)
             return status
         with FileLock(self.root / ".sweep.lock"):
             status = self.status()
-            status["groups"][name] = entry
+            status["groups"].update(entries)
             atomic_write_json(self.root / "sweep.json", status)
         return status
 
