@@ -66,6 +66,8 @@ from pgjax.records import atomic_write_json, exact, inspect, is_finished, read_j
 from pgjax.run_options import name_part
 
 SETTINGS = "settings.json"  # in the sweep directory: {group: the config it is run with}
+SHARED = "__shared__"  # its entry for what every group shares, whichever groups ran
+SHARED_KEYS = ("seeds", "seed", "preset", "config")  # (--set and [config] land here)
 TOP_KEYS = {"name", "out", "algos", "envs", "seeds", "seed", "preset", "config", "env_config",
             "grid", "static"}
 
@@ -171,6 +173,7 @@ def sweep_hint(message: str) -> str:
 class Sweep:
     root: Path
     groups: dict  # group name -> TrainConfig
+    shared: dict | None = None  # the settings every group shares (SHARED_KEYS of the spec)
 
     @classmethod
     def from_file(cls, path, overrides: list[str] = (), name: str | None = None) -> "Sweep":
@@ -264,7 +267,9 @@ class Sweep:
             check(groups.values())
         except ConfigError as e:  # the message of `pgjax train`, told as the file writes it
             raise ConfigError(sweep_hint(str(e))) from None
-        return cls(root=root, groups=groups)
+        shared = json.loads(json.dumps({k: spec[k] for k in SHARED_KEYS if k in spec},
+                                       default=str))
+        return cls(root=root, groups=groups, shared=shared)
 
     def select(self, patterns: list[str]) -> "Sweep":
         """The sweep restricted to the groups whose name matches one of ``patterns``
@@ -399,8 +404,16 @@ class Sweep:
                                                          for v in recorded.values()):
                 raise ConfigError(f"{path} is damaged (not a table of groups); restore it, "
                                   f"or delete it if every group's own config.json is intact")
+            then = recorded.get(SHARED)
+            if self.shared is not None and then is not None and then != self.shared:
+                keys = sorted(k for k in set(then) | set(self.shared)
+                              if then.get(k) != self.shared.get(k))
+                raise ConfigError(f"the sweep {self.root} is run with other settings (shared "
+                                  f"by every group, whichever --only selects: "
+                                  f"{', '.join(keys)}); rerun it with the same sweep file and "
+                                  f"--set values, or pass another --name for the new settings")
             for name, cfg in self.groups.items():
-                if name not in recorded:
+                if name not in recorded or name == SHARED:
                     continue
                 diff = config_differences(cfg, recorded[name], path)
                 if diff:
@@ -410,6 +423,8 @@ class Sweep:
                                       f"--name for the new settings")
             new = {name: json.loads(json.dumps(cfg.to_dict(), default=str))
                    for name, cfg in self.groups.items() if name not in recorded}
+            if self.shared is not None and SHARED not in recorded:
+                new[SHARED] = self.shared
             if new:
                 try:
                     atomic_write_json(path, {**recorded, **new})

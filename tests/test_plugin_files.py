@@ -283,3 +283,25 @@ def test_plugin_code_failing_while_traced_is_one_line_and_leaves_the_name_free(t
     fixed = _plugin(tmp_path, text.replace('"ppo_tr"', '"ppo_tr2"'), "tr_fixed.py")
     assert _tiny_point(tmp_path, "--plugins", fixed, "--algo", "ppo_tr2", "--env",
                        "jax:cartpole") == 0, capsys.readouterr().err
+
+
+def test_a_sweep_folder_never_mixes_shared_settings_across_only_selections(tmp_path):
+    """--only ppo*, then --set seeds=3 --only spo*: the second is refused, though neither
+    selection holds a group of the other (settings every group shares are recorded once)."""
+    from pgjax.errors import ConfigError
+    from pgjax.sweep import Sweep
+
+    toml = tmp_path / "s.toml"
+    toml.write_text(f'out = "{tmp_path}"\nalgos = ["ppo", "spo"]\nenvs = ["jax:cartpole"]\n'
+                    'seeds = 2\n')
+    first = Sweep.from_file(toml)
+    first.groups = {k: v for k, v in first.groups.items() if k.startswith("ppo")}
+    first.root.mkdir(parents=True)
+    first.check_settings()
+    second = Sweep.from_file(toml, ["seeds=3"])
+    second.groups = {k: v for k, v in second.groups.items() if k.startswith("spo")}
+    with pytest.raises(ConfigError, match="shared by every group.*seeds"):
+        second.check_settings()
+    same = Sweep.from_file(toml)  # the same settings share the folder as before
+    same.groups = {k: v for k, v in same.groups.items() if k.startswith("spo")}
+    same.check_settings()
