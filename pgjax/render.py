@@ -16,13 +16,13 @@ joints: hopper, walker, cheetah, ant, humanoid, swimmer). For Brax it looks from
 little above, from a distance at which the body fills about half the frame; a system fixed to
 the world (pendulums, arms) is framed once, whole. Gymnasium's tasks keep their own camera
 distance and angle, its look-at point moved with the body. Brax's and Gymnasium's checkered
-floors are drawn in two close blue-greys without reflections. MuJoCo Playground tasks are
+floors are drawn in two close blue-greys without reflections, and under the body however far
+it travels. MuJoCo Playground tasks are
 drawn from the model's first camera, the DeepMind Control Suite's own view (tracking the body
 in its locomotion tasks).
 """
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -42,6 +42,9 @@ FILL = 0.5  # the body's larger side as a fraction of the frame
 # the floor of Brax's models (a black and white checker with a mirror finish) redrawn as a
 # grid of two close blue-greys, the tones of the DeepMind Control Suite's floor
 FLOOR = ((0.24, 0.30, 0.36), (0.32, 0.38, 0.44))
+# pixels of the shadow map: MuJoCo's default, 4096, costs a software renderer (Mesa's EGL on a
+# CPU) 40% of its frame rate for shadows that look the same at video sizes
+SHADOW_SIZE = 1024
 # the ways an environment family's episodes are drawn (``EnvFamily.renderer``): system, the
 # simulator states of a Brax System (images or Brax's html viewer); frames, the rgb frames a
 # gym_env renders; trajectory, the simulator states of a MuJoCo Playground episode drawn by
@@ -122,6 +125,42 @@ class FollowCamera:
             self.cam.lookat[:2] = data.subtree_com[self.body][:2] + self.offset
         return self.cam
 
+    def keep_floor(self, model, data) -> None:
+        """``floor_under`` the travelling body, if there is one."""
+        if self.body is not None:
+            floor_under(model, data, self.body)
+
+
+def floor_under(model, data, body: int) -> list:
+    """Moves each floor plane of the world (its drawn position, ``data.geom_xpos``) under
+    ``body``'s centre of mass by whole periods of its texture, so a body that travels further
+    than the floor's drawn size (20-40 m in Brax's and Gymnasium's models) keeps a floor
+    under it and the pattern stays where it was; the world's lights (``data.light_xpos``)
+    move with the body, so their shadows stay in reach. A plane is infinite for collisions
+    and these positions are not recomputed by MuJoCo, so nothing else changes. Returns the
+    [(array, row, previous value)] changed, to put back."""
+    import mujoco
+
+    com = data.subtree_com[body][:2]
+    moved = []
+    for g in range(model.ngeom):
+        if model.geom_type[g] != mujoco.mjtGeom.mjGEOM_PLANE or model.geom_bodyid[g] != 0:
+            continue
+        mat = model.geom_matid[g]
+        if mat >= 0 and model.mat_texuniform[mat]:  # texrepeat per metre
+            tile = 1.0 / np.maximum(model.mat_texrepeat[mat], 1e-6)
+        elif mat >= 0:  # texrepeat over the plane's length, 2 x size
+            tile = 2 * model.geom_size[g][:2] / np.maximum(model.mat_texrepeat[mat], 1e-6)
+        else:
+            tile = np.ones(2)
+        moved.append((data.geom_xpos, g, data.geom_xpos[g].copy()))
+        data.geom_xpos[g][:2] = model.geom_pos[g][:2] + np.round(com / tile) * tile
+    for light in range(model.nlight):
+        if model.light_bodyid[light] == 0:
+            moved.append((data.light_xpos, light, data.light_xpos[light].copy()))
+            data.light_xpos[light][:2] = model.light_pos[light][:2] + com
+    return moved
+
 
 def soft_floor(model, copy: bool = True):
     """``model`` (a copy unless ``copy`` is False) with its floor texture (the texture of
@@ -156,10 +195,11 @@ def soft_floor(model, copy: bool = True):
 def system_frames(sys_, states, width: int, height: int) -> list:
     """RGB frames [height, width, 3] of a Brax system's simulator ``states`` (``q``, ``qd``),
     drawn by MuJoCo's renderer with a ``FollowCamera`` over a ``soft_floor``, without
-    reflections."""
+    reflections, with a ``SHADOW_SIZE`` shadow map."""
     import mujoco
 
     model = soft_floor(sys_.mj_model)
+    model.vis.quality.shadowsize = min(model.vis.quality.shadowsize, SHADOW_SIZE)
     data = mujoco.MjData(model)
     renderer = mujoco.Renderer(model, height=height, width=width)
     renderer.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = False
@@ -171,6 +211,7 @@ def system_frames(sys_, states, width: int, height: int) -> list:
                 data.mocap_pos, data.mocap_quat = state.mocap_pos, state.mocap_quat
             mujoco.mj_forward(model, data)
             camera = camera or FollowCamera(model, data, width / height)
+            camera.keep_floor(model, data)
             renderer.update_scene(data, camera=camera.update(data))
             frames.append(renderer.render())
     finally:
@@ -253,24 +294,35 @@ def trajectory_episode(policy: TrainedPolicy, width: int, height: int, seed: int
 
 
 def trajectory_frames(raw, states, width: int, height: int) -> list:
-    """RGB frames of a MuJoCo Playground task's simulator ``states``, drawn by the task's
-    renderer from its model's first camera (the free camera where it has none)."""
-    quiet = os.environ.get("TQDM_DISABLE")
-    os.environ["TQDM_DISABLE"] = "1"  # its renderer's progress bar
+    """RGB frames of a MuJoCo Playground task's simulator ``states`` (``state.data``), drawn
+    as the task's own renderer draws them (``mujoco_playground``'s ``render_array``, without
+    its progress bar), from the model's first camera (the free camera where it has none)."""
+    import mujoco
+
+    model = raw.mj_model
+    data = mujoco.MjData(model)
+    renderer = mujoco.Renderer(model, height=height, width=width)
+    frames = []
     try:
-        return raw.render(list(states), height=height, width=width,
-                          camera=0 if raw.mj_model.ncam else None)
+        for state in states:
+            d = state.data
+            data.qpos, data.qvel = d.qpos, d.qvel
+            data.mocap_pos, data.mocap_quat = d.mocap_pos, d.mocap_quat
+            data.xfrc_applied = d.xfrc_applied
+            mujoco.mj_forward(model, data)
+            renderer.update_scene(data, camera=0 if model.ncam else -1)
+            frames.append(renderer.render())
     finally:
-        if quiet is None:
-            os.environ.pop("TQDM_DISABLE", None)
+        renderer.close()
+    return frames
 
 
 def _gym_draw(env):
     """``env.render`` of a Gymnasium MuJoCo task over a ``soft_floor`` (the render-only
     environment's own model changed), its camera's look-at point moved with the travelling
-    body's centre of mass (``travelling_body``) over the floor: Gymnasium's ``rgb_array``
-    camera stays where the episode started. The camera's distance, angle and height are the
-    task's."""
+    body's centre of mass (``travelling_body``), and the floor drawn under it
+    (``floor_under``, put back after each frame): Gymnasium's ``rgb_array`` camera stays
+    where the episode started. The camera's distance, angle and height are the task's."""
     import mujoco
 
     u = env.unwrapped
@@ -278,19 +330,26 @@ def _gym_draw(env):
     if renderer is None or model is None:
         return env.render
     soft_floor(model, copy=False)  # before the renderer uploads the textures
+    model.vis.quality.shadowsize = min(model.vis.quality.shadowsize, SHADOW_SIZE)
     body, ready = travelling_body(model), []
 
+    def follow():
+        if body is None:
+            return []
+        renderer.viewer.cam.lookat[:2] = u.data.subtree_com[body][:2]
+        return floor_under(model, u.data, body)
+
     def draw():
-        if ready and body is not None:  # the viewer exists: move its camera first
-            renderer.viewer.cam.lookat[:2] = u.data.subtree_com[body][:2]
-        frame = env.render()
-        if not ready and getattr(renderer, "viewer", None) is not None:
+        if not ready:  # the first call makes the viewer
+            env.render()
             renderer.viewer.scn.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = False
             ready.append(True)
-            if body is not None:  # the first frame again, from the camera as it follows
-                renderer.viewer.cam.lookat[:2] = u.data.subtree_com[body][:2]
-            frame = env.render()
-        return frame
+        moved = follow()
+        try:
+            return env.render()
+        finally:  # the floor and lights back where the simulation keeps them
+            for array, row, value in moved:
+                array[row] = value
     return draw
 
 

@@ -169,6 +169,14 @@ def _body_columns(frame):
 
 
 XS = (0.0, 1.5, 3.0, 4.5)  # metres along the floor, beyond a fixed camera's view
+FAR = 60.3  # beyond the end of the floor as the models draw it (20-40 m)
+
+
+def _floor_below(frame):
+    """Whether the bottom quarter of a frame shows the floor: the soft floor's blue-greys
+    (where the floor ends, the models show their sky's black lower half)."""
+    bottom = frame[-frame.shape[0] // 4:].reshape(-1, 3).astype(int)
+    return bool((bottom.mean(0) > 40).all() and (bottom[:, 2] > bottom[:, 0]).mean() > 0.9)
 
 
 def test_brax_frames_follow_a_travelling_body():
@@ -181,11 +189,13 @@ def test_brax_frames_follow_a_travelling_body():
 
     model = _brax_model("hopper")
     assert travelling_body(model) == 1  # the torso, on rootx/rootz/rooty
-    frames = system_frames(SimpleNamespace(mj_model=model), _shifted(model, XS), 160, 120)
-    assert [f.shape for f in frames] == [(120, 160, 3)] * len(XS)
+    frames = system_frames(SimpleNamespace(mj_model=model), _shifted(model, XS + (FAR,)),
+                           160, 120)
+    assert [f.shape for f in frames] == [(120, 160, 3)] * (len(XS) + 1)
     for frame in frames:
         centre, pixels = _body_columns(frame)
         assert pixels > 30 and abs(centre - 0.5) < 0.1, (centre, pixels)
+        assert _floor_below(frame)  # the floor is drawn under the body, however far it went
     # the camera's look-at point moves with the body's centre of mass, its height stays
     data = mujoco.MjData(model)
     mujoco.mj_forward(model, data)
@@ -265,12 +275,16 @@ def test_gymnasium_frames_follow_a_travelling_body():
     u = env.unwrapped
     draw = _gym_draw(env)
     try:
-        for x in XS:
+        for x in XS + (FAR,):
             qpos = u.data.qpos.copy()
             qpos[0] = x
             u.set_state(qpos, u.data.qvel)
-            centre, pixels = _body_columns(draw())
+            floor = u.data.geom_xpos[0].copy()
+            frame = draw()
+            centre, pixels = _body_columns(frame)
             assert pixels > 50 and abs(centre - 0.5) < 0.1, (x, centre, pixels)
+            assert _floor_below(frame)
+            assert (u.data.geom_xpos[0] == floor).all()  # the simulation's floor untouched
     finally:
         env.close()
 
