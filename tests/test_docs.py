@@ -255,7 +255,9 @@ def _examples():
         for line, language, code, before in code_blocks(path):
             if language in LANGUAGES:
                 where = f"{path.relative_to(REPO)}:{line}"
-                out.append(pytest.param(where, language, code, before, id=where))
+                # running an example trains: the full suite's; checking its marker is fast
+                marks = [pytest.mark.slow] if RUN.fullmatch(before) else []
+                out.append(pytest.param(where, language, code, before, id=where, marks=marks))
     return out
 
 
