@@ -11,18 +11,34 @@ import numpy as np
 import pandas as pd
 
 from pgjax import results
-from pgjax.results import (RETURN_LABELS, bootstrap_ci, curve_source, eval_source,
+from pgjax.results import (RETURN_LABELS, bootstrap_cis, curve_source, eval_source,
                            return_points)
 
 
 def curve_table(points: pd.DataFrame, x: str = "env_steps") -> pd.DataFrame:
-    """Mean over runs with a 95% bootstrap CI at every point of ``return_points``."""
-    rows = []
-    for (group, _), g in points.groupby(["group", "point"]):
-        lo, hi = bootstrap_ci(g["value"].to_numpy())
-        rows.append({"group": group, x: g[x].mean(), "mean": g["value"].mean(), "lo": lo,
-                     "hi": hi, "n": len(g)})
-    return pd.DataFrame(rows, columns=["group", x, "mean", "lo", "hi", "n"])
+    """Mean over runs with a 95% bootstrap CI (``bootstrap_ci``) at every point of
+    ``return_points``: one row per group and point, in their order."""
+    columns = ["group", x, "mean", "lo", "hi", "n"]
+    if not len(points):
+        return pd.DataFrame(columns=columns)
+    by = points.groupby(["group", "point"])
+    code = by.ngroup().to_numpy()
+    order = np.argsort(code, kind="stable")  # each (group, point)'s rows, in their order
+    cuts = np.cumsum(np.bincount(code))[:-1]
+    values = np.split(points["value"].to_numpy(float)[order], cuts)
+    xs = np.split(points[x].to_numpy(float)[order], cuts)
+    ci = bootstrap_cis(values)
+    keys = by.size().index
+    return pd.DataFrame({"group": keys.get_level_values("group"),
+                         x: [v.mean() for v in xs], "mean": [v.mean() for v in values],
+                         "lo": ci[:, 0], "hi": ci[:, 1], "n": [len(v) for v in values]},
+                        columns=columns)
+
+
+# groups a run directory's curve.png draws with their band and legend entry (the default
+# colour cycle's ten): a larger grid draws the ten with the highest last point so, and the
+# others' mean curves as thin grey lines under one legend entry (summary.csv lists each)
+CURVES_SHOWN = 10
 
 
 PNG_COLORS = 256
@@ -89,7 +105,15 @@ def plot_curves(df: pd.DataFrame, path, title: str = "", x: str = "env_steps") -
     if len(df):
         marks = curve_table(return_points(df, eval_source(df)), x) \
             if source == "train_return" else None
-        for group, g in curve_table(return_points(df, source), x).groupby("group"):
+        curve = curve_table(return_points(df, source), x)
+        last = curve.groupby("group")["mean"].last()
+        shown = set(last.sort_values(ascending=False, kind="stable").index[:CURVES_SHOWN])
+        marks = marks[marks["group"].isin(shown)] if marks is not None else None
+        rest = []
+        for group, g in curve.groupby("group"):
+            if group not in shown:
+                rest.append(np.column_stack([g[x].to_numpy(float), g["mean"].to_numpy(float)]))
+                continue
             more = f", {failed[group]} failed" if group in failed else ""
             line, = ax.plot(g[x], g["mean"], label=f"{group} (n={g['n'].max()}{more})")
             ax.fill_between(g[x], g["lo"], g["hi"], alpha=0.25, color=line.get_color())
@@ -99,8 +123,20 @@ def plot_curves(df: pd.DataFrame, path, title: str = "", x: str = "env_steps") -
                             yerr=np.stack([(m["mean"] - m["lo"]).to_numpy(),
                                            (m["hi"] - m["mean"]).to_numpy()]),
                             fmt="o", color=line.get_color(), capsize=3, ms=4)
-    for group in sorted(set(failed) - set(df["group"] if len(df) else ())):
+        if rest:  # one artist for any number of them
+            from matplotlib.collections import LineCollection
+
+            ax.add_collection(LineCollection(
+                rest, colors="0.55", linewidths=0.5, alpha=0.5, zorder=1,
+                label=f"the other {len(rest)} groups' means (the {len(shown)} drawn in colour "
+                      f"end highest; summary.csv lists every group)"))
+            ax.autoscale_view()
+    lost = sorted(set(failed) - set(df["group"] if len(df) else ()))
+    for group in lost[:CURVES_SHOWN]:
         ax.plot([], [], label=f"{group} (every run failed: {failed[group]})")
+    if len(lost) > CURVES_SHOWN:
+        ax.plot([], [], label=f"{len(lost) - CURVES_SHOWN} more groups in which every run "
+                              f"failed (summary.csv)")
     ax.set_xlabel(x.replace("_", " "))
     ax.set_ylabel(RETURN_LABELS[source] + " (mean, 95% CI)", fontsize=8)
     if source == "train_return":
@@ -123,22 +159,29 @@ def summarize(root, df: pd.DataFrame | None = None) -> pd.DataFrame:
     df = directory_rows(root) if df is None else df
     table = results.run_table(df)
     final = results.finals(df)
+    ok = final[final["status"] != "failed"]
+    where = ok.groupby("group", sort=False).indices  # each group's rows, once for all
+    value, steps, k, last = (ok[c].to_numpy() for c in ("final", "env_steps", "k", "last"))
+    runs = table.groupby("group", sort=False).size()
+    failed = dict(tuple(table[table["status"] == "failed"].groupby("group", sort=False)))
+    none = np.zeros(0, int)
+    ci = bootstrap_cis([value[where.get(group, none)] for group in runs.index])
+    returns = RETURN_LABELS[final["source"].iloc[0]] if len(final) else ""
     rows = []
-    for group, runs in table.groupby("group", sort=False):
-        g = final[(final["group"] == group) & (final["status"] != "failed")]
-        fails = runs[runs["status"] == "failed"]
-        lo, hi = bootstrap_ci(g["final"].to_numpy()) if len(g) else (np.nan, np.nan)
-        rows.append({"group": group, "seeds": len(g), "runs": len(runs),
+    for (group, n), (lo, hi) in zip(runs.items(), ci):
+        at = where.get(group, none)
+        fails = failed.get(group, table.iloc[:0])
+        rows.append({"group": group, "seeds": len(at), "runs": int(n),
                      "failed_runs": len(fails),
-                     "env_steps": int(g["env_steps"].max()) if len(g) else 0,
-                     "final_eval_return_mean": g["final"].mean() if len(g) else np.nan,
+                     "env_steps": int(steps[at].max()) if len(at) else 0,
+                     "final_eval_return_mean": value[at].mean() if len(at) else np.nan,
                      "ci95_lo": lo, "ci95_hi": hi,
-                     "evals_averaged": int(g["k"].max()) if len(g) else 0,
-                     "returns": RETURN_LABELS[final["source"].iloc[0]] if len(final) else "",
-                     "per_seed": " ".join(f"{v:.1f}" for v in g["final"]),
-                     "per_seed_last_eval": " ".join(f"{v:.1f}" for v in g["last"]),
+                     "evals_averaged": int(k[at].max()) if len(at) else 0,
+                     "returns": returns,
+                     "per_seed": " ".join(f"{v:.1f}" for v in value[at]),
+                     "per_seed_last_eval": " ".join(f"{v:.1f}" for v in last[at]),
                      "failures": "; ".join(f"{f.id}: update {f.failed_update}: {f.error}"
-                                           for f in fails.itertuples())})
+                                           for f in fails.itertuples()) if len(fails) else ""})
     out = pd.DataFrame(rows)
     from pgjax.files import write_csv
 

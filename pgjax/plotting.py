@@ -71,34 +71,31 @@ def _failed_counts(df: pd.DataFrame) -> dict:
     return table[table["status"] == "failed"].groupby(["env", "group"]).size().to_dict()
 
 
-def _estimator(name):
-    return results._estimators()[name]
-
-
 def curves(df: pd.DataFrame, x: str, estimator: str, reps: int, seed: int = 0,
            source: str = "eval_return") -> pd.DataFrame:
     """Point estimate and 95% stratified-bootstrap CI of the return at every curve point
     (``return_points``: every evaluation, or per chunk the training episodes), per (env,
     group). x = env_steps or wall_time_s (averaged over runs per point)."""
-    from rliable import library as rly
-
-    est = _estimator(estimator)
+    est = results.point_estimates(estimator)
     pts = return_points(df, source, keys=("env", "group", "run"))
+    at = pts.groupby(["env", "group", "point"])[x].mean()  # x of each point, over runs
     rows = []
     for (env, group), g in pts.groupby(["env", "group"]):
-        table = g.pivot_table(index="run", columns="point", values="value")
-        table = table.dropna(axis=1)
-        if table.shape[1] == 0:
+        # [runs (sorted), points], the points every run reached
+        names, run = np.unique(g["run"].to_numpy(), return_inverse=True)
+        point = g["point"].to_numpy()
+        table = np.full((len(names), point.max() + 1), np.nan)
+        table[run, point] = g["value"].to_numpy()
+        keep = np.flatnonzero(~np.isnan(table).any(0))
+        if not len(keep):
             continue
-        xs = g.groupby("point")[x].mean().loc[table.columns]
-        scores = table.to_numpy()[:, None, :]  # [runs, 1 task, points]
-        np.random.seed(seed)
-        point, ci = rly.get_interval_estimates(
-            {group: scores},
-            lambda s: np.array([est(s[..., i]) for i in range(s.shape[-1])]), reps=reps)
+        xs = at.loc[(env, group)].to_numpy()[keep]
+        scores = table[:, None, keep]  # [runs, 1 task, points]
+        # each group's resamples from the seed, as rliable's after np.random.seed(seed)
+        est_, ci = results.interval_estimates({group: scores}, est, reps=reps, seed=seed)
         for i, xv in enumerate(xs):
-            rows.append({"env": env, "group": group, x: xv, "estimate": point[group][i],
-                         "lo": ci[group][0, i], "hi": ci[group][1, i], "runs": len(table),
+            rows.append({"env": env, "group": group, x: xv, "estimate": est_[group][i],
+                         "lo": ci[group][0, i], "hi": ci[group][1, i], "runs": len(names),
                          "source": source})
     return pd.DataFrame(rows, columns=["env", "group", x, "estimate", "lo", "hi", "runs",
                                        "source"])

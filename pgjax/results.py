@@ -66,7 +66,12 @@ def find_run_dirs(paths, command: str = "results") -> list[Path]:
     """The run directories at or under ``paths`` (runs set aside by ``--overwrite`` in
     ``.trash`` left out). A damaged one named directly is a ``ConfigError``; one found
     below a folder is left out with a note."""
-    out = []
+    return list(_found_run_dirs(paths, command))
+
+
+def _found_run_dirs(paths, command: str) -> dict:
+    """``find_run_dirs`` as {run directory: what ``inspect`` found there}."""
+    out, seen = {}, set()
     for p in map(Path, paths):
         if not p.exists():
             raise ConfigError(f"{p} does not exist; pass run directories or folders that "
@@ -85,8 +90,9 @@ def find_run_dirs(paths, command: str = "results") -> list[Path]:
                     raise ConfigError(found.reason)
                 print(f"pgjax {command}: note: {found.reason}; left out", file=sys.stderr)
                 continue
-            if found.state != "new" and c.resolve() not in {o.resolve() for o in out}:
-                out.append(c)
+            if found.state != "new" and c.resolve() not in seen:
+                seen.add(c.resolve())
+                out[c] = found
     return out
 
 
@@ -135,11 +141,12 @@ def runs(paths, include_unfinished: bool = False, command: str = "results") -> p
     Unfinished directories are noted on stderr, as ``pgjax <command>`` (their runs have
     status ``unfinished`` and are read only with ``include_unfinished``; ``command=""``:
     no note)."""
-    roots = find_run_dirs(paths, command)
+    found_in = _found_run_dirs(paths, command)  # each directory inspected once
+    roots = list(found_in)
     names = _display_names(roots)
     rows, options = [], {}
     for root in roots:
-        found = inspect(root)
+        found = found_in[root]
         if found.state == "unfinished" and command:
             use = "included as it is" if include_unfinished else \
                 "left out (pass --include-unfinished to show it as it is)"
@@ -173,7 +180,7 @@ def runs(paths, include_unfinished: bool = False, command: str = "results") -> p
     table["failed_update"] = table["failed_update"].astype("Int64")
     _tell_apart(table, options)
     table = table.drop(columns=["used", "labelled"])
-    table.attrs["options"] = options
+    table.attrs["options"] = _Options(options)
     table.attrs["include_unfinished"] = include_unfinished
     return table
 
@@ -192,10 +199,12 @@ def _tell_apart(table: pd.DataFrame, options: dict) -> None:
     directories keep their label (told apart by directory only where labels coincide). A
     new name that meets another directory's group is told apart in the next round."""
     for round_ in range(4):
-        shared = [(key, sub) for key, sub in table.groupby(["env", "group"])
-                  if sub["dir"].nunique() > 1]
-        if not shared:
+        dirs = table.groupby(["env", "group"])["dir"].nunique()
+        names = set(dirs.index[dirs > 1])  # only these groups' rows are split up
+        if not names:
             return
+        keys = pd.MultiIndex.from_frame(table[["env", "group"]]).isin(list(names))
+        shared = list(table[keys].groupby(["env", "group"]))
         for (env, group), sub in shared:
             _rename(table, options, env, group, sub, by_dir=round_ == 3)
 
@@ -224,6 +233,14 @@ def _rename(table, options, env, group, sub, by_dir: bool) -> None:
             else group[:-1] + f", {labels[d]})"
 
 
+class _Options(dict):
+    """{dir: options} carried in a frame's ``attrs``: pandas deep-copies attrs into every
+    frame derived from it, which for many run directories cost more than the tables."""
+
+    def __deepcopy__(self, memo):
+        return self
+
+
 class _Runs:
     """A ``runs`` table carried in a frame's ``attrs`` (equal only to itself, so pandas can
     compare attrs when it combines frames)."""
@@ -247,12 +264,13 @@ def run_table(df: pd.DataFrame) -> pd.DataFrame | None:
     return held.table if isinstance(held, _Runs) else held
 
 
-def _read_metrics(path: Path, command: str) -> pd.DataFrame | None:
-    """A run's metrics, read once and checked (``check_metrics``); None, with a note, for
-    a damaged or vanished file (one damaged file does not stop the others' tables)."""
+def _read_metrics(path: Path, command: str) -> tuple[str, int] | None:
+    """A run's metrics text and its number of rows, read once and checked
+    (``check_metrics``); None, with a note, for a damaged or vanished file (one damaged
+    file does not stop the others' tables)."""
     try:
         text = metrics_text(path)
-        check_metrics(path, text)
+        rows = check_metrics(path, text)
     except (OSError, EOFError, UnicodeDecodeError, zlib.error) as e:
         print(f"pgjax {command}: note: {path} is unreadable ({type(e).__name__}); run left "
               f"out", file=sys.stderr)
@@ -260,7 +278,30 @@ def _read_metrics(path: Path, command: str) -> pd.DataFrame | None:
     except ConfigError as e:
         print(f"pgjax {command}: note: {e}; run left out", file=sys.stderr)
         return None
-    return pd.read_csv(io.StringIO(text))
+    return text, rows
+
+
+def _parse_metrics(texts: list[str], rows: list[int]) -> tuple[pd.DataFrame, np.ndarray,
+                                                                list[list[str]]]:
+    """The checked metrics texts of many runs as one frame (the runs' rows in turn), each
+    row's run (its index in ``texts``) and the columns of each header, in the order the
+    runs first have them: runs that share a header are parsed as one CSV, the same values
+    and column types as parsing each and concatenating them."""
+    heads = {}
+    for j, text in enumerate(texts):
+        heads.setdefault(text.partition("\n")[0], []).append(j)
+    parts, owner = [], []
+    for head, js in heads.items():
+        bodies = [texts[j].partition("\n")[2] for j in js]
+        parts.append(pd.read_csv(io.StringIO("\n".join(
+            [head] + [b if b.endswith("\n") or not b else b + "\n" for b in bodies]))))
+        owner.append(np.repeat(js, [rows[j] for j in js]))
+    out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    owner = np.concatenate(owner)
+    if len(parts) > 1:  # back in the runs' order
+        order = np.argsort(owner, kind="stable")
+        out, owner = out.take(order).reset_index(drop=True), owner[order]
+    return out, owner, [list(p.columns) for p in parts]
 
 
 def run_metrics(run_dir) -> pd.DataFrame:
@@ -283,21 +324,28 @@ def metrics(paths_or_runs, include_unfinished: bool = False, include_failed: boo
         runs(paths_or_runs, include_unfinished, command)
     keep = {"finished"} | ({"unfinished"} if include_unfinished else set()) | \
         ({"failed"} if include_failed else set())
-    frames = []
-    for row in table.itertuples(index=False):
-        if row.status not in keep:
+    texts, rows, owners = [], [], []  # each run's metrics, its rows and its table row
+    for i, (status, root, rid) in enumerate(zip(table["status"], table["root"], table["id"])):
+        if status not in keep:
             continue
-        path = metrics_file(Path(row.root) / "runs" / row.id)
-        df = _read_metrics(path, command) if path is not None else None
-        if df is None:
-            continue
-        df["chunk"] = -(-df["iteration"] // row.eval_every)
-        for col in RUN_COLUMNS:
-            df[col] = getattr(row, col)
-        frames.append(df)
+        path = metrics_file(Path(root) / "runs" / rid)
+        read = _read_metrics(path, command) if path is not None else None
+        if read is not None:
+            texts.append(read[0])
+            rows.append(read[1])
+            owners.append(i)
     base = ["iteration", "env_steps", "wall_time_s", "train_return", "episodes", "chunk"]
-    out = pd.concat(frames, ignore_index=True) if frames else \
-        pd.DataFrame(columns=RUN_COLUMNS + base)
+    if texts:  # parsed together, the run's columns set once on all rows
+        out, run, headers = _parse_metrics(texts, rows)
+        owner = np.asarray(owners)[run]
+        out["chunk"] = -(-out["iteration"] // table["eval_every"].to_numpy()[owner])
+        for col in RUN_COLUMNS:
+            out[col] = table[col].to_numpy()[owner]
+        # the columns as each run's own frame would have had them, then concatenated
+        out = out[list(dict.fromkeys(c for cols in headers
+                                     for c in [*cols, "chunk", *RUN_COLUMNS]))]
+    else:
+        out = pd.DataFrame(columns=RUN_COLUMNS + base)
     for column in EVAL_SOURCES:  # an evaluation no run recorded: an empty column
         if column not in out:
             out[column] = np.nan
@@ -324,12 +372,15 @@ def load(paths, include_unfinished: bool = False, include_failed: bool = False,
     if len(options):
         clash = [c for c in options.columns if c in out.columns and c != "dir"]
         out = out.merge(options.drop(columns=clash), on="dir", how="left")
-    for run, hparams in zip(table["run"], table["hparams"]):
-        mine = out["run"] == run  # a grid point's own value, not the directory's base
-        for col, value in hparams.items():
-            if col not in out:
-                out[col] = np.nan
-            out.loc[mine, col] = value
+    hparams = dict(zip(table["run"], table["hparams"]))
+    for col in dict.fromkeys(k for h in hparams.values() for k in h):
+        # a grid point's own value, not the directory's base, on the rows of each run
+        # that has one
+        value = pd.Series({run: h[col] for run, h in hparams.items() if col in h})
+        mine = out["run"].isin(value.index).to_numpy()
+        if col not in out:
+            out[col] = np.nan
+        out.loc[mine, col] = out.loc[mine, "run"].map(value).to_numpy()
     out.attrs["runs"] = _Runs(table)
     return out
 
@@ -438,6 +489,30 @@ def bootstrap_ci(x, n: int = 2000, seed: int = 0) -> tuple[float, float]:
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
+def bootstrap_cis(samples, n: int = 2000, seed: int = 0) -> np.ndarray:
+    """[len(samples), 2]: ``bootstrap_ci`` of each sample, the same numbers, with the samples
+    of one size resampled together (``bootstrap_ci`` draws the same indices for every sample
+    of a size)."""
+    out = np.full((len(samples), 2), np.nan)
+    sizes = {}
+    for i, x in enumerate(samples):
+        sizes.setdefault(len(x), []).append(i)
+    for m, which in sizes.items():
+        xs = np.array([np.asarray(samples[i], float) for i in which]).reshape(len(which), m)
+        if m < 2:
+            out[which] = xs.mean(1, keepdims=True) if m else np.nan
+            continue
+        draw = np.random.default_rng(seed).integers(0, m, (n, m))
+        step = max(1, 4_000_000 // (n * m))
+        for start in range(0, len(which), step):
+            rows = which[start:start + step]
+            # [samples x n, m] rows averaged as bootstrap_ci's [n, m] are (same sum order)
+            means = xs[start:start + step][:, draw].reshape(-1, m).mean(1).reshape(-1, n)
+            out[rows, 0] = np.percentile(means, 2.5, axis=1)
+            out[rows, 1] = np.percentile(means, 97.5, axis=1)
+    return out
+
+
 def probability_of_improvement(scores_x, scores_y) -> float:
     """P(X > Y) of two [runs, tasks] score matrices as ``rliable.metrics`` defines it: per
     task, the fraction of (x run, y run) pairs with x above y, ties counting half (the
@@ -453,10 +528,170 @@ def probability_of_improvement(scores_x, scores_y) -> float:
     return float(np.mean((above + 0.5 * ties) / (len(x) * len(y))))
 
 
-def _estimators():
-    from rliable import metrics as m
+# The stratified bootstrap, all resamples at once. rliable's ``get_interval_estimates`` (after
+# ``np.random.seed(seed)``) draws, for every key in turn and every resample, the row indices
+# of each score array with ``np.random.choice(runs, shape)``: runs resampled independently
+# within each task (and each further index, e.g. each curve point), one Python call and one
+# call of the statistic per resample. The same draws, in the same order from the same
+# ``RandomState`` stream, are made here in one call per key, and the statistic is computed
+# on [resamples, ...] arrays: the same intervals as rliable's, to the last bit where the
+# statistic sums in the same order (``interval_estimates``).
 
-    return {"iqm": m.aggregate_iqm, "mean": m.aggregate_mean, "median": m.aggregate_median}
+
+def _stream_indices(rs, blocks, reps: int) -> list:
+    """What ``for _ in range(reps): for n, shape in blocks: rs.randint(0, n, shape)`` draws
+    (each block's draws stacked: ``[reps, *shape]``), leaving ``rs`` where that loop would.
+    Legacy ``randint`` draws a value below ``n`` as the first 32-bit output whose low bits
+    (under ``n - 1``'s bit mask) are below ``n``; blocks of one range in a row are therefore
+    one call, and blocks of several ranges are read off the raw 32-bit stream."""
+    sizes = [int(np.prod(shape)) for _, shape in blocks]
+    out = [np.zeros((reps, s), np.int64) for s in sizes]
+    live = [i for i, (n, _) in enumerate(blocks) if n > 1 and sizes[i]]  # n = 1 draws nothing
+    ranges = {blocks[i][0] for i in live}
+    if len(ranges) == 1:
+        drawn = rs.randint(0, ranges.pop(), (reps, sum(sizes[i] for i in live)))
+        at = 0
+        for i in live:
+            out[i] = drawn[:, at:at + sizes[i]]
+            at += sizes[i]
+    elif live:
+        _mixed_ranges(rs, blocks, sizes, live, reps, out)
+    return [o.reshape(reps, *shape) for o, (_, shape) in zip(out, blocks)]
+
+
+def _mixed_ranges(rs, blocks, sizes, live, reps, out) -> None:
+    """``_stream_indices`` for blocks of different ranges: the raw stream is drawn, each
+    block takes its values off it in turn (32-bit output masked, too large ones skipped),
+    and ``rs`` is then moved on by exactly what was used."""
+    need = reps * sum(sizes[i] for i in live)
+    state = rs.get_state()
+    length = 3 * need + 1024
+    while True:
+        rs.set_state(state)
+        raw = rs.randint(0, 2 ** 32, length, dtype=np.uint32).astype(np.int64)
+        masks = {n: (1 << int(n - 1).bit_length()) - 1 for n in {blocks[i][0] for i in live}}
+        ok = {n: (raw & m) < n for n, m in masks.items()}
+        before = {n: np.concatenate([[0], np.cumsum(a)]).tolist() for n, a in ok.items()}
+        where = {n: np.flatnonzero(a) for n, a in ok.items()}
+        spots = {n: w.tolist() for n, w in where.items()}
+        firsts = np.empty((reps, len(live)), np.int64)
+        p = 0
+        try:
+            for r in range(reps):
+                for j, i in enumerate(live):
+                    n = blocks[i][0]
+                    first = before[n][p]  # accepted outputs of this range before p
+                    firsts[r, j] = first
+                    p = spots[n][first + sizes[i] - 1] + 1
+        except IndexError:  # a rare run of rejections: draw a longer stream
+            length *= 2
+            continue
+        break
+    for j, i in enumerate(live):
+        n = blocks[i][0]
+        pos = where[n][firsts[:, j, None] + np.arange(sizes[i])]
+        out[i] = raw[pos] & masks[n]
+    rs.set_state(state)
+    rs.randint(0, 2 ** 32, p, dtype=np.uint32)
+
+
+def _trimmed_iqm(flat):
+    """The 25% trimmed mean along the last axis, as ``scipy.stats.trim_mean`` computes it
+    (the same partition, then the mean of the middle); NaN where a row has one."""
+    m = flat.shape[-1]
+    lo = int(0.25 * m)
+    part = np.partition(flat, (lo, m - lo - 1), axis=-1)
+    out = part[..., lo:m - lo].mean(-1)
+    return np.where(np.isnan(flat).any(-1), np.nan, out)
+
+
+# rliable's aggregate estimators on [..., runs, tasks] arrays, one value per leading index
+ESTIMATORS = {
+    "iqm": lambda x: _trimmed_iqm(x.reshape(*x.shape[:-2], -1)),
+    "mean": lambda x: x.mean(-2).mean(-1),
+    "median": lambda x: np.median(x.mean(-2), axis=-1),
+}
+
+
+def aggregate_estimates(x, names=tuple(ESTIMATORS)):
+    """[..., len(names)]: each aggregate estimator of ``x`` ([..., runs, tasks])."""
+    x = np.ascontiguousarray(x, float)
+    return np.stack([ESTIMATORS[k](x) for k in names], axis=-1)
+
+
+def point_estimates(name: str):
+    """A statistic for ``interval_estimates``: estimator ``name`` of [runs, tasks, points]
+    scores at each point, [..., points] (rliable's ``est(s[..., i])`` for every i)."""
+    def stat(x):
+        x = np.ascontiguousarray(np.moveaxis(x, -1, -3))  # [..., points, runs, tasks]
+        return ESTIMATORS[name](x)
+    return stat
+
+
+def improvement_probabilities(x, y):
+    """``probability_of_improvement`` of each pair of resampled score matrices
+    (``x``: [..., runs_x, tasks], ``y``: [..., runs_y, tasks]); NaN where one holds a NaN."""
+    pairs = x.shape[-2] * y.shape[-2]
+    if np.isfinite(x).all() and np.isfinite(y).all():
+        # one pass: the signs of x - y sum to above - below, so (pairs + sum) / 2 is
+        # above + ties / 2, the same number exactly
+        signs = np.sign(x[..., :, None, :] - y[..., None, :, :])
+        signs = signs.reshape(*signs.shape[:-3], pairs, signs.shape[-1]).sum(-2)
+        return np.mean(0.5 * (pairs + signs) / pairs, axis=-1)
+    above = (x[..., :, None, :] > y[..., None, :, :]).sum((-3, -2))
+    ties = (x[..., :, None, :] == y[..., None, :, :]).sum((-3, -2))
+    p = np.mean((above + 0.5 * ties) / pairs, axis=-1)
+    bad = np.isnan(x).any((-2, -1)) | np.isnan(y).any((-2, -1))
+    return np.where(bad, np.nan, p)
+
+
+def interval_estimates(scores: dict, statistic, reps: int = 2000, seed: int = 0,
+                       size: float = 0.95, chunk: int = 4_000_000) -> tuple[dict, dict]:
+    """rliable's ``get_interval_estimates(scores, ..., reps=reps)`` after
+    ``np.random.seed(seed)`` (percentile intervals of the stratified bootstrap: each score
+    array, [runs, tasks, ...], has its runs resampled independently within every task and
+    further index), with the resamples drawn and evaluated as arrays. ``scores``: {key:
+    array}, or {key: (array, array)} resampled independently (probability of improvement);
+    ``statistic``: of arrays with leading axes (``[..., runs, tasks, ...]``, one argument
+    per array), giving ``[..., k...]``. Returns ({key: point estimate}, {key: [2, k...]
+    lower and upper bounds}), as rliable does. The draws are rliable's, in its order, from
+    a ``RandomState(seed)`` of this call's own: keys whose arrays have the same shapes are
+    drawn and evaluated together, ``chunk`` elements at a time."""
+    rs = np.random.RandomState(seed)
+    data = {k: tuple(np.asarray(a, float) for a in ((v,) if isinstance(v, np.ndarray) else v))
+            for k, v in scores.items()}
+    keys, points, intervals = list(data), {}, {}
+    alpha = (1.0 - size) / 2  # as arch's percentile interval computes its bounds
+    i = 0
+    while i < len(keys):
+        shapes = [a.shape for a in data[keys[i]]]
+        per_rep = sum(int(np.prod(s)) for s in shapes) + (  # what one resample holds
+            int(np.prod(shapes[0])) * shapes[1][0] if len(shapes) == 2 else 0)
+        batch = keys[i:i + 1]
+        while i + len(batch) < len(keys) and (len(batch) + 1) * reps * per_rep <= chunk \
+                and [a.shape for a in data[keys[i + len(batch)]]] == shapes:
+            batch.append(keys[i + len(batch)])
+        i += len(batch)
+        stacked = [np.stack([data[k][j] for k in batch]) for j in range(len(shapes))]
+        point = statistic(*stacked)  # [keys, k...]
+        rows, values = len(batch) * reps, []  # (key, resample) pairs, in rliable's order
+        step = max(1, chunk // max(per_rep, 1))
+        for start in range(0, rows, step):
+            n = min(step, rows - start)
+            idx = _stream_indices(rs, [(s[0], s) for s in shapes], n)
+            key = (start + np.arange(n)) // reps
+            resampled = []
+            for a, ix in zip(stacked, idx):  # a[key, ix, j] for each further index j
+                flat = ix.reshape(n, a.shape[1], -1)
+                width = flat.shape[-1]
+                pos = (key[:, None, None] * a.shape[1] + flat) * width + np.arange(width)
+                resampled.append(a.ravel()[pos].reshape(ix.shape))
+            values.append(statistic(*resampled))
+        values = np.concatenate(values).reshape(len(batch), reps, *point.shape[1:])
+        bounds = np.percentile(values, [100 * alpha, 100 * (1.0 - alpha)], axis=1)
+        for j, k in enumerate(batch):
+            points[k], intervals[k] = point[j], bounds[:, j]
+    return points, intervals
 
 
 def score_matrices(final: pd.DataFrame) -> tuple[dict, list[str], str]:
@@ -511,25 +746,23 @@ def aggregate(final: pd.DataFrame, reps: int = 2000, seed: int = 0) -> tuple[pd.
     the runs' status counts, each task's mean final return; the probability of improvement
     P(X > Y) of every pair of groups with its CI) from ``finals``' finished runs. The
     ``scores`` column says whether they are normalised (``score_matrices``)."""
-    from rliable import library as rly
-
     table = run_table(final)
     done = final[final["status"] != "failed"]  # unfinished runs are in only when asked for
     mats, used, note = score_matrices(done)
-    fns = _estimators()
+    fns = list(ESTIMATORS)
     rows = []
     counts = status_counts(table) if table is not None else None
     if mats:
-        np.random.seed(seed)
-        point, ci = rly.get_interval_estimates(
-            mats, lambda s: np.array([f(s) for f in fns.values()]), reps=reps)
+        point, ci = interval_estimates(mats, aggregate_estimates, reps=reps, seed=seed)
+    count_rows = dict(tuple(counts.groupby("group"))) if counts is not None else {}
+    done_rows = dict(tuple(done.groupby("group")))  # each group's rows, split once
     for group in sorted(set(final["group"]) | set(counts["group"] if counts is not None
                                                    else ())):
         row = {"group": group}
         if counts is not None:
-            c = counts[counts["group"] == group]
+            c = count_rows.get(group, counts.iloc[:0])
             row.update({s: int(c[s].sum()) for s in STATUSES})
-        g = done[done["group"] == group]
+        g = done_rows.get(group, done.iloc[:0])
         row["runs_used"] = int(mats[group].shape[0]) if group in mats else 0
         row["scores"] = note if group in mats or not used else \
             "not aggregated (no finished runs on every task)"
@@ -548,9 +781,8 @@ def aggregate(final: pd.DataFrame, reps: int = 2000, seed: int = 0) -> tuple[pd.
     prob = pd.DataFrame(columns=["comparison", "probability_of_improvement", "ci95_lo",
                                  "ci95_hi"])
     if pairs:
-        np.random.seed(seed)
-        p_point, p_ci = rly.get_interval_estimates(pairs, probability_of_improvement,
-                                                   reps=reps)
+        p_point, p_ci = interval_estimates(pairs, improvement_probabilities, reps=reps,
+                                           seed=seed)
         prob = pd.DataFrame([{"comparison": k, "probability_of_improvement": float(p_point[k]),
                               "ci95_lo": float(np.ravel(p_ci[k])[0]),
                               "ci95_hi": float(np.ravel(p_ci[k])[1])} for k in pairs])
