@@ -166,12 +166,14 @@ def inspect(root) -> DirState:
                               f"restore it from a copy, or pass --overwrite to train the run "
                               f"again (the old records are set aside in .trash)")
         ids = [r.get("id") if isinstance(r, dict) else None for r in record["runs"]]
+        seen = set()
         for i in ids:  # every run a dict with one safe folder name, each once
             if not isinstance(i, str) or not i or Path(i).name != i or i in (".", "..") \
-                    or ids.count(i) > 1:
+                    or i in seen:
                 raise ConfigError(f"{root / 'config.json'} is damaged (run id {i!r}); restore "
                                   f"it from a copy, or pass --overwrite to train the run again "
                                   f"(the old records are set aside in .trash)")
+            seen.add(i)
         for r in record["runs"]:
             check_run_entry(root, r)
             run_status(root / "runs" / r["id"])
