@@ -53,3 +53,5 @@ def check_choice(value, allowed, name: str, flag: str) -> None:
 EXIT_BAD_INPUT = 2  # the input was refused before anything ran (a one-line error)
 EXIT_RUNS_FAILED = 3  # some runs failed (non-finite values, rule errors), or the storage did
 EXIT_TERMINATED = 143  # SIGTERM (128 + 15): stopped, finished chunks recorded
+
+INT_MAX = 2**31 - 1  # counts and seeds live in int32 inside the compiled program

@@ -26,7 +26,7 @@ RENAMED = {"backend": "brax.backend", "vectorization": "gym.vectorization",
 # what a record written before an option existed implies for it (the behaviour of then)
 LEGACY = {"anneal_steps": None, "eval_mode": "deterministic", "diagnostics": "full"}
 
-INT_MAX = 2**31 - 1  # counts and seeds live in int32 inside the compiled program
+from pgjax.errors import INT_MAX  # noqa: E402 (counts and seeds: int32)
 MAX_SIZE = 2**20  # a layer, state or window size beyond this is a typo, not a network
 
 

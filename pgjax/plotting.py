@@ -293,7 +293,7 @@ RETURNS = {"auto": "auto", "eval": "eval_return", "eval_stochastic": "eval_retur
 
 
 def plot_main(argv: list[str]) -> int:
-    from pgjax.cli import ArgumentParser
+    from pgjax.arguments import ArgumentParser
 
     p = ArgumentParser("pgjax plot", __doc__)
     p.add_argument("paths", nargs="+", help="run directories, or folders containing them")

@@ -31,7 +31,7 @@ class Registry(Generic[T]):
         self._items: dict[str, T] = {}
         self._origins: dict[str, str] = {}
         self._removed: dict[str, tuple] = {}
-        self._texts: dict[str, bytes | None] = {}  # each origin's text when it registered
+        self._texts: dict[str, tuple] = {}  # (origin, its text when it registered)
 
     def register(self, name: str, component: T, *, replace: bool = False,
                  origin: str | None = None) -> T:
@@ -43,14 +43,15 @@ class Registry(Generic[T]):
             raise ValueError(f"{self.kind} name {name!r} must be a non-empty word (letters, "
                              f"digits, '_' or '-')")
         origin = origin or caller_file(3)
+        known = self._texts.get(name, (None, None))  # the text its origin had, if the same
+        text = known[1] if known[0] == self._origins.get(name) else None
         if name in self._items and not replace and not _same_source(self._origins[name],
-                                                                    origin,
-                                                                    self._texts.get(name)):
+                                                                    origin, text):
             raise ValueError(f"{self.kind} '{name}' is registered twice: by "
                              f"{self._origins[name]} and by {origin}; rename one of them (or "
                              f"pass replace=True)")
         self._items[name], self._origins[name] = component, origin
-        self._texts[name] = _text(origin)
+        self._texts[name] = (origin, _text(origin))
         return component
 
     def get(self, name: str, *default) -> T:

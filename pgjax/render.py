@@ -460,7 +460,7 @@ def render(path, out, run: str | None = None, seed: int = 0, stochastic: bool = 
 
 
 def render_main(argv: list[str]) -> int:
-    from pgjax.cli import ArgumentParser
+    from pgjax.arguments import ArgumentParser
 
     p = ArgumentParser("pgjax render", __doc__)
     p.add_argument("path", help="a run directory (its first finished run) or one runs/<id>")

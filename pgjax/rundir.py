@@ -115,7 +115,7 @@ def check_run_entry(root: Path, entry: dict) -> None:
     (a hand-edited or foreign record is never used under a wrong label)."""
     import math
 
-    from pgjax.options import INT_MAX
+    from pgjax.errors import INT_MAX
 
     fix = "restore it from a copy, or pass --overwrite to train the run again (the old " \
           "records are set aside in .trash)"
@@ -196,7 +196,7 @@ def inspect(root) -> DirState:
                     if isinstance(want, int) and path is not None and \
                             not (d / "status.json").exists():
                         rows = _row_count(path)
-                        if rows is not None and rows != want + 1:
+                        if rows is not None and rows != want + 1 and _whole(path):
                             # a finish marker the rows do not bear out: never read as done
                             return DirState("unfinished", f"{status} says finished, but {path} "
                                                           f"holds {rows} of its {want + 1} "
@@ -217,6 +217,16 @@ def _row_count(path: Path) -> int | None:
     except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile, zlib.error):
         return None
     return max(0, text.count("\n") - 1) if text.endswith("\n") else text.count("\n")
+
+
+def _whole(path: Path) -> bool:
+    """Whether a metrics file reads whole (``check_metrics``; a damaged one is named by the
+    readers that parse it)."""
+    try:
+        check_metrics(path)
+    except ConfigError:
+        return False
+    return True
 
 
 def recorded_rows(root) -> dict:

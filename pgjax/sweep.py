@@ -68,6 +68,11 @@ from pgjax.run_options import name_part
 SETTINGS = "settings.json"  # in the sweep directory: {group: the config it is run with}
 SHARED = "__shared__"  # its entry for what every group shares, whichever groups ran
 SHARED_KEYS = ("seeds", "seed", "preset", "config")  # (--set and [config] land here)
+
+
+def _shown(value) -> str:
+    """A setting as a refusal names it (``unset``: the sweep file leaves it to the default)."""
+    return "unset" if value is None else repr(value)
 TOP_KEYS = {"name", "out", "algos", "envs", "seeds", "seed", "preset", "config", "env_config",
             "grid", "static"}
 
@@ -388,7 +393,7 @@ class Sweep:
         recorded are added."""
         from filelock import FileLock
 
-        from pgjax.runner import config_differences
+        from pgjax.runner import RESUME_IGNORED, config_differences
 
         path = self.root / SETTINGS
         if not _writer():
@@ -404,14 +409,6 @@ class Sweep:
                                                          for v in recorded.values()):
                 raise ConfigError(f"{path} is damaged (not a table of groups); restore it, "
                                   f"or delete it if every group's own config.json is intact")
-            then = recorded.get(SHARED)
-            if self.shared is not None and then is not None and then != self.shared:
-                keys = sorted(k for k in set(then) | set(self.shared)
-                              if then.get(k) != self.shared.get(k))
-                raise ConfigError(f"the sweep {self.root} is run with other settings (shared "
-                                  f"by every group, whichever --only selects: "
-                                  f"{', '.join(keys)}); rerun it with the same sweep file and "
-                                  f"--set values, or pass another --name for the new settings")
             for name, cfg in self.groups.items():
                 if name not in recorded or name == SHARED:
                     continue
@@ -421,6 +418,21 @@ class Sweep:
                                       f"(group {name}: {', '.join(diff)}); rerun it with the "
                                       f"same sweep file and --set values, or pass another "
                                       f"--name for the new settings")
+            then, keys = recorded.get(SHARED), []
+            if self.shared is not None and then is not None and then != self.shared:
+                for k in sorted(set(then) | set(self.shared)):
+                    a, b = then.get(k), self.shared.get(k)
+                    if isinstance(a, dict) and isinstance(b, dict):  # [config]: name the option
+                        keys += [f"{o} ({_shown(a.get(o))} recorded, {_shown(b.get(o))} now)"
+                                 for o in sorted(set(a) | set(b)) if a.get(o) != b.get(o)
+                                 and str(o).split(".")[0] not in RESUME_IGNORED]
+                    elif a != b:
+                        keys.append(f"{k} ({_shown(a)} recorded, {_shown(b)} now)")
+            if keys:
+                raise ConfigError(f"the sweep {self.root} is run with other settings (shared "
+                                  f"by every group, whichever --only selects: "
+                                  f"{', '.join(keys)}); rerun it with the same sweep file and "
+                                  f"--set values, or pass another --name for the new settings")
             new = {name: json.loads(json.dumps(cfg.to_dict(), default=str))
                    for name, cfg in self.groups.items() if name not in recorded}
             if self.shared is not None and SHARED not in recorded:
@@ -436,7 +448,7 @@ class Sweep:
     def _finished_otherwise(self, name: str, cfg) -> str | None:
         """Why the finished group ``name`` is not this sweep's (its config.json records
         other settings), or None."""
-        from pgjax.runner import config_differences
+        from pgjax.runner import RESUME_IGNORED, config_differences
 
         path = self.root / name / "config.json"
         try:
@@ -533,7 +545,7 @@ def _group(spec: dict, root: Path, algo: str, env: str, combo: dict, grid: dict)
 
 
 def sweep_main(argv: list[str]) -> int:
-    from pgjax.cli import ArgumentParser
+    from pgjax.arguments import ArgumentParser
 
     p = ArgumentParser("pgjax sweep", __doc__)
     p.add_argument("file", help="sweep description (.toml)")

@@ -307,7 +307,7 @@ def _print_tables(table: pd.DataFrame) -> None:
 
 
 def eval_main(argv: list[str]) -> int:
-    from pgjax.cli import ArgumentParser
+    from pgjax.arguments import ArgumentParser
 
     p = ArgumentParser("pgjax eval", __doc__)
     p.add_argument("path", help="a run directory (every finished run), one of its runs/<id>, "
@@ -329,11 +329,11 @@ def eval_main(argv: list[str]) -> int:
                         "finished column says so)")
     add_plugin_options(p)
     a = p.parse_args(argv)
-
     if a.episodes < 1 and not a.final_keys:
         print(f"pgjax eval: error: --episodes must be >= 1, got {a.episodes}; pass a positive "
               f"number (e.g. --episodes 16)", file=sys.stderr)
         return 2
+
     def evaluated(path):
         return evaluate(path, a.episodes, a.seed, a.stochastic, a.final_keys, a.run,
                         a.include_unfinished, a.trust_plugins, a.plugins,

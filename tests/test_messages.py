@@ -375,7 +375,9 @@ def _run_dir(root, ids=("seed0", "seed1")):
     (root / "runs").mkdir(parents=True)
     (root / "config.json").write_text(json.dumps({
         "config": {"env": "jax:cartpole"},
-        "runs": [{"id": i, "seed": n, "hparams": {}} for n, i in enumerate(ids)]}))
+        "runs": [{"id": i, "seed": int(i.rpartition("seed")[2]),
+                  "hparams": {"ppo.lr": 0.001} if i.startswith("lr=") else {}}
+                 for i in ids]}))
     (root / "status.json").write_text(json.dumps({"status": "finished"}))
     for i in ids:
         (root / "runs" / i).mkdir()

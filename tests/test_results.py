@@ -118,7 +118,7 @@ def test_group_labels_list_only_what_differs_and_matters(tmp_path):
 def test_an_unknown_label_option_is_refused_before_anything_runs():
     from pgjax.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"names \{carry\}, which is not an option"):
+    with pytest.raises(ConfigError, match=r"names '\{carry\}', which is not an option"):
         TrainConfig(env=ENV, label="{carry}").validate()
 
 
@@ -145,7 +145,7 @@ def test_a_sweep_group_names_itself_with_label(tmp_path):
     assert sorted(fill_label(c.label, flat_options(c.to_dict())) for c in groups) == [
         "ppo on jax:cartpole", "spo on jax:cartpole"]
     spec["config"]["label"] = "{algo} at {ppo.lr}"  # spo's groups have no ppo.lr
-    with pytest.raises(ConfigError, match=r"names \{ppo.lr\}"):
+    with pytest.raises(ConfigError, match=r"names '\{ppo.lr\}'"):
         Sweep.from_dict(spec)
 
 
