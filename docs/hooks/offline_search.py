@@ -10,3 +10,8 @@ def on_post_page(output: str, page, config) -> str:
     depth = page.url.count("/")
     local = f'<script src="{"../" * depth}assets/javascripts/frame-worker.js"></script>'
     return output.replace(CDN_SHIM, local)
+
+
+def on_post_template(output: str, template_name: str, config) -> str:
+    """The same for the site's static pages (404.html), which lie at its root."""
+    return output.replace(CDN_SHIM, '<script src="assets/javascripts/frame-worker.js"></script>')
