@@ -102,24 +102,8 @@ def atomic_write_bytes(path: Path, data: bytes, within=None) -> None:
     symbolic link at ``path`` is replaced, never written through. ``within``: the directory
     the write must stay inside (``check_inside``). A failed write leaves no temporary file
     and raises the ``OSError`` with ``path`` as its filename."""
-    path = Path(path)
-    if within is not None:
-        check_inside(path, within)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        fd = _fresh(tmp)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-    except OSError as e:
-        raise _with_path(e, path, tmp)
+    with atomic_output(path, within) as tmp, open(tmp, "wb") as f:
+        f.write(data)
 
 
 def atomic_write_json(path: Path, obj, within=None) -> None:
@@ -135,10 +119,9 @@ def atomic_output(path, within=None):
     path = Path(path)
     if within is not None:
         check_inside(path, within)
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp{path.suffix}")
     try:
-        if tmp.is_symlink() or tmp.exists():
-            tmp.unlink()
+        os.close(_fresh(tmp))  # created here: never a file or link already at its name
         try:
             yield tmp
             with open(tmp, "rb+") as f:
