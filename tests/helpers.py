@@ -24,6 +24,13 @@ def run_files(root: Path) -> dict:
             st = json.loads(p.read_text())
             out[rel] = {g: {k: v for k, v in e.items() if k != "wall_time_s"}
                         for g, e in st["groups"].items()}
+        elif p.name == "settings.json":  # a sweep's {group: config}: where they live differs
+            st = json.loads(p.read_text())
+            for g in st.values():
+                for d in (g, g.get("config") if isinstance(g.get("config"), dict) else {}):
+                    d.pop("out", None)
+                    d.pop("name", None)
+            out[rel] = st
         elif p.name == "config.json":
             c = json.loads(p.read_text())
             if "config" in c:  # where the records live differs between the compared trees

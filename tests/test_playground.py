@@ -58,7 +58,11 @@ def test_cartpole_balance_trains_evaluates_and_renders(tmp_path, capsys):
     assert main(["eval", str(tmp_path / "cb"), "--episodes", "2"]) == 0
     assert main(["render", str(tmp_path / "cb"), "--out", str(tmp_path / "cb.gif"),
                  "--max-steps", "20"]) == 0
-    assert "21 frames" in capsys.readouterr().out
+    # 21 states at the task's 100 Hz, drawn in real time at <= 30 fps: every 4th (0, 4, .., 20)
+    assert "6 frames" in capsys.readouterr().out
+    assert main(["render", str(tmp_path / "cb"), "--out", str(tmp_path / "all.gif"),
+                 "--max-steps", "20", "--fps", "100"]) == 0
+    assert "21 frames" in capsys.readouterr().out  # --fps: every state
 
 
 
