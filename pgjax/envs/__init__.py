@@ -26,7 +26,7 @@ from pgjax.envs.brax_env import BACKENDS, BraxOptions, make_brax_env
 from pgjax.envs.classic import CLASSIC, make_classic_env
 from pgjax.envs.core import ActionSpace, Env, EnvFamily, EnvSpec, TimeStep
 from pgjax.envs.functional import VectorEnv
-from pgjax.envs.gym_env import GymOptions
+from pgjax.envs.gym_options import GymOptions
 from pgjax.envs.playground_env import PlaygroundOptions
 from pgjax.errors import ConfigError, did_you_mean
 from pgjax.registry import ENV_FAMILIES
