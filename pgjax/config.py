@@ -2,8 +2,8 @@
 component (update rules, policy kinds, env families, agents). Field docstrings become
 ``pgjax train --help``.
 
-Floats a config lists in ``TRACED`` (``gamma``, ``gae_lambda`` here, each rule's own) are
-*traced hyperparameters*; ``--grid`` sweeps them, and every grid point runs with every seed,
+Fields declared ``traced`` (``pgjax.hparams``: ``gamma``, ``gae_lambda`` here, each rule's
+own) are *traced hyperparameters*; ``--grid`` sweeps them, and every grid point runs with every seed,
 all vmapped together. Flags, sweep-file keys, presets and Python names are spelled alike:
 ``--stateful.z-dim`` / ``"stateful.z_dim"`` / ``TrainConfig(stateful=StatefulConfig(...))``.
 """
@@ -19,6 +19,7 @@ from pgjax.algos import (ALGORITHMS, BUILTIN, FixPOConfig, PPOConfig, PPOKLConfi
 from pgjax.algos.multiagent import ALIASES, AgentsConfig
 from pgjax.envs import BraxOptions, GymOptions, PlaygroundOptions, family_of
 from pgjax.errors import ConfigError
+from pgjax.hparams import traced, traced_fields
 from pgjax.kinds import NetConfig, RecurrentConfig, StatefulConfig, WindowConfig
 from pgjax.normalize import NormConfig
 from pgjax.options import (INT_MAX, LEGACY, RENAMED, _check_hparam, _parse_option, check_finite,
@@ -52,9 +53,9 @@ class TrainConfig(RunOptions):
     """Multi-agent scheme for a plain rule: sequential (heterogeneous-agent, HAPPO-style),
     simultaneous (MAPPO-style) or independent (IPPO-style). None: sequential on multi-agent
     envs, single-agent training otherwise. The aliases happo ... ippo set it."""
-    gamma: float = 0.99
+    gamma: float = traced(0.99)
     """Discount factor (traced)."""
-    gae_lambda: float = 0.95
+    gae_lambda: float = traced(0.95)
     """GAE lambda (traced)."""
     grid: tuple[str, ...] = ()
     """Traced-hyperparameter grid, e.g. --grid ppo.lr=1e-4,3e-4 ppo.clip_eps=0.1,0.2."""
@@ -95,8 +96,6 @@ class TrainConfig(RunOptions):
     """FixPO settings."""
     ppo_kl: PPOKLConfig = PPOKLConfig()
     """PPO with the adaptive KL penalty (Schulman et al. 2017, sec. 4) settings."""
-
-    TRACED = ("gamma", "gae_lambda")
 
     @property
     def rule(self) -> str:
@@ -146,7 +145,7 @@ class TrainConfig(RunOptions):
         return tuple(k for k in keys if k is not None)
 
     def base_hparams(self) -> dict[str, float]:
-        hp = {k: float(getattr(self, k)) for k in self.TRACED}
+        hp = {k: float(getattr(self, k)) for k in traced_fields(self)}
         hp.update({f"{self.rule}.{k}": v for k, v in self.algo_config.traced().items()})
         return hp
 

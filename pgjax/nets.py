@@ -5,15 +5,57 @@ al. 2022, "The 37 Implementation Details of PPO")."""
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from flax import struct
 
 from pgjax.distributions import Categorical, Gaussian
 from pgjax.errors import ConfigError, check_choice
 from pgjax.envs.core import ActionSpace
+
+@struct.dataclass
+class Parts:
+    """One value for each network of an actor-critic: their parameters (``params.actor``,
+    ``params.critic``), their optimiser states, their recurrent states. A pytree whose leaves
+    flatten actor first, as a ``{"actor", "critic"}`` dict did, and whose state dict (what
+    ``params.msgpack`` and checkpoints hold) is that dict."""
+
+    actor: Any
+    critic: Any
+
+    def map(self, fn: Callable, *others: "Parts", which: "Parts | None" = None) -> "Parts":
+        """``Parts(fn(actor, *others' actors), fn(critic, *others' critics))``; where
+        ``which`` (a ``Parts`` of bools) is False, this part is kept as it is."""
+        def part(mine, theirs, on):
+            return fn(mine, *theirs) if on else mine
+
+        on = which if which is not None else BOTH
+        return Parts(part(self.actor, [o.actor for o in others], on.actor),
+                     part(self.critic, [o.critic for o in others], on.critic))
+
+    def __getitem__(self, part: str):
+        """``params["actor"]``, the ``{"actor", "critic"}`` dict of pgjax 0.2.0: still read,
+        with a warning saying what to write instead."""
+        import warnings
+
+        if part not in ("actor", "critic"):
+            raise KeyError(part)
+        warnings.warn(f'params["{part}"] is params.{part} since pgjax 0.3.0 (actor-critic '
+                      f'parameters are a pgjax.nets.Parts record); write params.{part}',
+                      FutureWarning, stacklevel=2)
+        return getattr(self, part)
+
+    def chosen(self, which: "Parts") -> list:
+        """The parts where ``which`` (a ``Parts`` of bools) is True, actor first."""
+        return [x for x, on in ((self.actor, which.actor), (self.critic, which.critic)) if on]
+
+
+BOTH = Parts(True, True)
+ACTOR = Parts(True, False)
+CRITIC = Parts(False, True)
 
 ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "elu": nn.elu, "silu": nn.silu}
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pgjax.evaluation import DETERMINISTIC, TRAIN_RETURN
 from pgjax import results
 from pgjax.results import (RETURN_LABELS, bootstrap_cis, curve_source, eval_source,
                            return_points)
@@ -101,10 +102,10 @@ def plot_curves(df: pd.DataFrame, path, title: str = "", x: str = "env_steps") -
     failed = table[table["status"] == "failed"].groupby("group").size().to_dict()
     fig = Figure(figsize=(6, 4))
     ax = fig.subplots()
-    source = curve_source(df) if len(df) else "eval_return"
+    source = curve_source(df) if len(df) else DETERMINISTIC.return_column
     if len(df):
         marks = curve_table(return_points(df, eval_source(df)), x) \
-            if source == "train_return" else None
+            if source == TRAIN_RETURN else None
         curve = curve_table(return_points(df, source), x)
         last = curve.groupby("group")["mean"].last()
         shown = set(last.sort_values(ascending=False, kind="stable").index[:CURVES_SHOWN])
@@ -139,7 +140,7 @@ def plot_curves(df: pd.DataFrame, path, title: str = "", x: str = "env_steps") -
                               f"failed (summary.csv)")
     ax.set_xlabel(x.replace("_", " "))
     ax.set_ylabel(RETURN_LABELS[source] + " (mean, 95% CI)", fontsize=8)
-    if source == "train_return":
+    if source == TRAIN_RETURN:
         ax.set_title(f"{title}\nlines: training episodes; markers: held-out evaluations",
                      fontsize=9)
     else:

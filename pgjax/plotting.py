@@ -34,6 +34,7 @@ import pandas as pd
 
 from pgjax import results
 from pgjax.errors import ConfigError
+from pgjax.evaluation import DETERMINISTIC, RETURNS, TRAIN_RETURN
 from pgjax.files import save_figure, write_csv
 from pgjax.plots import legend_below, save_png
 from pgjax.results import (EVAL_SOURCES, RETURN_LABELS, curve_source, eval_source,
@@ -72,7 +73,7 @@ def _failed_counts(df: pd.DataFrame) -> dict:
 
 
 def curves(df: pd.DataFrame, x: str, estimator: str, reps: int, seed: int = 0,
-           source: str = "eval_return") -> pd.DataFrame:
+           source: str = DETERMINISTIC.return_column) -> pd.DataFrame:
     """Point estimate and 95% stratified-bootstrap CI of the return at every curve point
     (``return_points``: every evaluation, or per chunk the training episodes), per (env,
     group). x = env_steps or wall_time_s (averaged over runs per point)."""
@@ -154,7 +155,7 @@ def plot_returns(df, out: Path, estimator: str, reps: int, source: str = "auto")
         tables = {x: curves(sub, x, estimator, reps, source=src)
                   for x in ("env_steps", "wall_time_s")}
         marks = {x: curves(sub, x, estimator, reps, source=eval_source(sub)) for x in tables} \
-            if src == "train_return" and sub[eval_source(sub)].notna().any() else None
+            if src == TRAIN_RETURN and sub[eval_source(sub)].notna().any() else None
         fig = Figure(figsize=(11, 4))
         axes = fig.subplots(1, 2)
         for ax, (x, table) in zip(axes, tables.items()):
@@ -288,8 +289,6 @@ def trust_region_table(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-RETURNS = {"auto": "auto", "eval": "eval_return", "eval_stochastic": "eval_return_stochastic",
-           "train": "train_return"}  # pgjax plot --returns: the column each choice shows
 
 
 def plot_main(argv: list[str]) -> int:

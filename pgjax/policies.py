@@ -3,7 +3,7 @@
 rollout [T, N] becomes the update's batch. The trainer (``pgjax.train``) is written once over
 this interface:
 
-- ``init(key, obs_shape) -> params``  ``{"actor": ..., "critic": ...}``
+- ``init(key, obs_shape) -> params``  ``Parts(actor=..., critic=...)`` (``pgjax.nets``)
 - ``initial_carry(n)``                 the acting carry of n envs (None: no memory)
 - ``act(actor_params, carry, obs, key, deterministic) -> (carry, action)``
 - ``reset_carry(carry, done)``         the carry after a step (restarted where done)
@@ -30,8 +30,8 @@ from pgjax.distributions import Categorical, Gaussian, StatefulDistribution, bro
 from pgjax.envs.core import ActionSpace
 from pgjax.envs.memory import action_size
 from pgjax.envs.multiagent import Partition, single_agent_partition
-from pgjax.nets import (Critic, RecurrentActor, RecurrentCritic, StatefulActor, activation_fn,
-                        feedforward_actor)
+from pgjax.nets import (Critic, Parts, RecurrentActor, RecurrentCritic, StatefulActor,
+                        activation_fn, feedforward_actor)
 
 
 class Forward(NamedTuple):
@@ -77,12 +77,12 @@ def refold(policy, params, scale, shift):
     """Actor and critic parameters whose first layers read observations normalised with new
     statistics as the old ones read them normalised with the old: ``scale`` = new std / old
     std and ``shift`` = (new mean - old mean) / old std, per observation entry [D]."""
-    out = {}
-    for part in ("actor", "critic"):
-        path, n = _input_layer(getattr(policy, part))
+    def fold(part_params, module):
+        path, n = _input_layer(module)
         sc, sh = (scale, shift) if n is None else (scale[:n], shift[:n])
-        out[part] = _fold_at(params[part], path, sc, sh)
-    return out
+        return _fold_at(part_params, path, sc, sh)
+
+    return params.map(fold, Parts(policy.actor, policy.critic))
 
 
 def _flatten(fields):
@@ -105,7 +105,7 @@ class ActorCritic(NamedTuple):
     def init(self, key, obs_shape):
         k_a, k_c = jax.random.split(key)
         dummy = jnp.zeros((1,) + tuple(obs_shape))
-        return {"actor": self.actor.init(k_a, dummy), "critic": self.critic.init(k_c, dummy)}
+        return Parts(self.actor.init(k_a, dummy), self.critic.init(k_c, dummy))
 
     def dist(self, actor_params, obs):
         return self.actor.apply(actor_params, obs)
@@ -136,11 +136,11 @@ class ActorCritic(NamedTuple):
         return self.distribution.entropy(d)
 
     def forward(self, params, obs, final_obs, action, done, carry0, carry_end) -> Forward:
-        d = self.dist(params["actor"], obs)
+        d = self.dist(params.actor, obs)
         log_prob = self.distribution.log_prob(d, action)
         return Forward(obs, action, broadcast_params(d, obs.shape[:2]), log_prob,
-                       self.value(params["critic"], obs),
-                       self.value(params["critic"], final_obs), None)
+                       self.value(params.critic, obs),
+                       self.value(params.critic, final_obs), None)
 
     layout = staticmethod(_flatten)
 
@@ -189,7 +189,7 @@ def _scan_sequences(net, params, seq):
 
 class Recurrent(NamedTuple):
     """GRU actor and critic trained by truncated BPTT with stored states. The acting carry is
-    ``{"actor": [N, H], "critic": [N, H]}`` (only the actor's advances while acting; the
+    ``Parts(actor=[N, H], critic=[N, H])`` (only the actor's advances while acting; the
     critic's is recomputed over the rollout). Batch rows are sequences of ``bptt_len`` steps
     (0: the whole rollout), observations ``{"o": [S, L, D], "start": [S, L], "h0": {...}}``
     each starting from the carry reached there, held fixed."""
@@ -204,26 +204,26 @@ class Recurrent(NamedTuple):
     def init(self, key, obs_shape):
         k_a, k_c = jax.random.split(key)
         h, o = jnp.zeros((1, self.carry_size)), jnp.zeros((1,) + tuple(obs_shape))
-        return {"actor": self.actor.init(k_a, h, o), "critic": self.critic.init(k_c, h, o)}
+        return Parts(self.actor.init(k_a, h, o), self.critic.init(k_c, h, o))
 
     def initial_carry(self, n: int):
         z = jnp.zeros((n, self.carry_size), jnp.float32)
-        return {"actor": z, "critic": z}
+        return Parts(z, z)
 
     def reset_carry(self, carry, done):
-        return {**carry, "actor": jnp.where(done[:, None], 0.0, carry["actor"])}
+        return carry.replace(actor=jnp.where(done[:, None], 0.0, carry.actor))
 
     kl, log_prob, entropy = ActorCritic.kl, ActorCritic.log_prob, ActorCritic.entropy
 
     def act(self, actor_params, carry, obs, key, deterministic: bool = False):
-        h, d = self.actor.apply(actor_params, carry["actor"], obs)
-        return {**carry, "actor": h}, _sample(self.distribution, d, key, deterministic)
+        h, d = self.actor.apply(actor_params, carry.actor, obs)
+        return carry.replace(actor=h), _sample(self.distribution, d, key, deterministic)
 
     def dist(self, actor_params, seq):
-        return _scan_sequences(self.actor, actor_params, {**seq, "h0": seq["h0"]["actor"]})
+        return _scan_sequences(self.actor, actor_params, {**seq, "h0": seq["h0"].actor})
 
     def value(self, critic_params, seq):
-        return _scan_sequences(self.critic, critic_params, {**seq, "h0": seq["h0"]["critic"]})
+        return _scan_sequences(self.critic, critic_params, {**seq, "h0": seq["h0"].critic})
 
     def forward(self, params, obs, final_obs, action, done, carry0, carry_end) -> Forward:
         """Recompute the rollout from its first carries: per-step carries before each step,
@@ -233,17 +233,16 @@ class Recurrent(NamedTuple):
 
         def fwd(c, x):
             o, fo, s = x
-            h_a, h_c = (jnp.where(s[:, None], 0.0, h) for h in (c["actor"], c["critic"]))
-            new_a, d = self.actor.apply(params["actor"], h_a, o)
-            new_c, v = self.critic.apply(params["critic"], h_c, o)
-            _, v_next = self.critic.apply(params["critic"], new_c, fo)
-            return {"actor": new_a, "critic": new_c}, ({"actor": h_a, "critic": h_c}, d, v,
-                                                       v_next)
+            h = c.map(lambda h: jnp.where(s[:, None], 0.0, h))
+            new_a, d = self.actor.apply(params.actor, h.actor, o)
+            new_c, v = self.critic.apply(params.critic, h.critic, o)
+            _, v_next = self.critic.apply(params.critic, new_c, fo)
+            return Parts(new_a, new_c), (h, d, v, v_next)
 
         last, (h_in, d, values, next_values) = jax.lax.scan(fwd, carry0,
                                                              (obs, final_obs, start))
         # the critic carry at the end of the rollout, for the next rollout's first sequence
-        carry = {**carry_end, "critic": jnp.where(done[-1][:, None], 0.0, last["critic"])}
+        carry = carry_end.replace(critic=jnp.where(done[-1][:, None], 0.0, last.critic))
         log_prob = self.distribution.log_prob(d, action)
         seq_obs = {"o": obs, "start": start, "h0": h_in}
         return Forward(seq_obs, action, broadcast_params(d, (T, N)), log_prob, values,
@@ -332,7 +331,7 @@ class JointPolicy(NamedTuple):
             critic = self.critic.init(k_critic, jnp.zeros((1,) + tuple(obs_shape)))
         else:
             critic = jax.vmap(lambda k: self.critic.init(k, o))(jax.random.split(k_critic, n))
-        return {"actor": actors, "critic": critic}
+        return Parts(actors, critic)
 
     def agent_dist(self, actor_params, agent_obs):
         """Per-agent distribution parameters from per-agent views [..., n, O]."""
@@ -385,12 +384,12 @@ class JointPolicy(NamedTuple):
         final = {"agent": self.agent_obs(final_obs), "state": final_obs}
         joint = action[..., None] if self.squeeze else action
         agent_action = self.partition.agent_actions(joint)
-        d = self.dist(params["actor"], view)
+        d = self.dist(params.actor, view)
         log_prob = self.agent_distribution.log_prob(d, agent_action)  # [T, N, n]
         d = {k: jnp.broadcast_to(v, log_prob.shape + v.shape[-1:]) if k in ("log_std", "mask")
              else v for k, v in d.items()}
-        return Forward(view, agent_action, d, log_prob, self.value(params["critic"], view),
-                       self.value(params["critic"], final), None)
+        return Forward(view, agent_action, d, log_prob, self.value(params.critic, view),
+                       self.value(params.critic, final), None)
 
     layout = staticmethod(_flatten)
 

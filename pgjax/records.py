@@ -76,7 +76,8 @@ from pgjax.rundir import (DirState, check_records, enclosing_run,  # noqa: F401
 from pgjax.files import (atomic_write_bytes, atomic_write_json,  # noqa: F401 (re-exported)
                          interrupts_deferred,
                          remove_stale_temporaries)
-from pgjax.train import eval_keys
+from pgjax.evaluation import DETERMINISTIC, columns as eval_columns
+from pgjax.evaluation import describe as describe_returns
 
 
 
@@ -127,7 +128,7 @@ class RunRecords:
     rows: list | None = None  # per run: every metrics row written so far
     failed: dict | None = None  # run index -> failure message (its records stop there)
     sinks: list | None = None  # optional mirrors of the rows (TensorBoard, W&B)
-    eval_columns: tuple = ("eval_return", "eval_return_std", "eval_length")
+    eval_columns: tuple = DETERMINISTIC.columns
 
     def __post_init__(self):
         self.rows = self.rows if self.rows is not None else [[] for _ in self.run_dirs]
@@ -147,14 +148,8 @@ class RunRecords:
             "config": {**cfg.to_dict(), "resume": False},  # new records: not resumed
             "grid": grid, "num_iterations": cfg.num_iterations,
             "env_steps_per_run": cfg.num_iterations * cfg.batch_size,
-            "returns": {
-                **{f"eval_return{'' if mode == 'deterministic' else '_' + mode}":
-                   f"held-out: mean over {cfg.eval_envs} episodes of the {mode} policy on "
-                   f"separate environments, after the iterations "
-                   f"{[c * cfg.eval_every for c in cfg.eval_chunks]}"
-                   for mode in cfg.eval_modes},
-                "train_return": "mean return of the training episodes (stochastic policy) "
-                                "that ended in the update; blank when none ended"},
+            "returns": describe_returns(cfg.eval_modes, cfg.eval_envs,
+                                        [c * cfg.eval_every for c in cfg.eval_chunks]),
             "runs": [{"id": d.name, "seed": s, "hparams": hp} for d, (s, hp) in zip(run_dirs, runs)],
             "versions": _versions(), plugin_files.KEY: plugins,
             # this run directory's identity, saved with each checkpoint: a checkpoint copied
@@ -165,7 +160,7 @@ class RunRecords:
             atomic_write_json(d / "config.json", {"seed": seed, "hparams": hp}, root)
             for stale in (METRICS, PACKED, "status.json"):
                 (d / stale).unlink(missing_ok=True)
-        return cls(root=root, run_dirs=run_dirs, eval_columns=eval_keys(cfg))
+        return cls(root=root, run_dirs=run_dirs, eval_columns=eval_columns(cfg.eval_modes))
 
     @classmethod
     def read(cls, root) -> "RunRecords":
@@ -201,7 +196,8 @@ class RunRecords:
                     (d / "status.json").unlink()
         (root / "status.json").unlink(missing_ok=True)
         rec = cls(root=root, run_dirs=run_dirs, columns=columns, rows=rows, failed=failed,
-                  eval_columns=eval_keys(TrainConfig.from_record(cfg["config"], plugins=())))
+                  eval_columns=eval_columns(
+                      TrainConfig.from_record(cfg["config"], plugins=()).eval_modes))
         for r in range(len(run_dirs)):
             rec._flush(r)
         return rec

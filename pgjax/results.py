@@ -34,6 +34,8 @@ import numpy as np
 import pandas as pd
 
 from pgjax.errors import ConfigError
+from pgjax.evaluation import (DETERMINISTIC, RETURN_LABELS,  # noqa: F401 (re-exported)
+                              STOCHASTIC, TRAIN_RETURN)
 from pgjax.references import reference_for
 # in the order the API reference lists them (the order of their source): the frames read from
 # run directories, then the bootstrap intervals
@@ -44,9 +46,6 @@ from pgjax.intervals import (bootstrap_ci, bootstrap_cis,  # noqa: F401 (re-expo
                              aggregate_estimates, point_estimates, improvement_probabilities,
                              interval_estimates)
 
-RETURN_LABELS = {"eval_return_stochastic": "held-out eval return (stochastic policy)",
-                 "eval_return": "held-out eval return (deterministic policy)",
-                 "train_return": "training-episode return (stochastic policy)"}
 EVAL_CURVE_POINTS = 3  # fewer evaluations per run than this: curves of training episodes
 FINAL_WINDOW = 0.05  # final return: the evaluations over the last 5% of training
 
@@ -56,8 +55,8 @@ def eval_source(df: pd.DataFrame) -> str:
     every run recorded it (``--eval-mode stochastic|both``, the stateful policy's default),
     else the deterministic policy's."""
     n = df["run"].nunique()
-    ok = df[df["eval_return_stochastic"].notna()]["run"].nunique() if n else 0
-    return "eval_return_stochastic" if n and ok == n else "eval_return"
+    ok = df[df[STOCHASTIC.return_column].notna()]["run"].nunique() if n else 0
+    return STOCHASTIC.return_column if n and ok == n else DETERMINISTIC.return_column
 
 
 def curve_source(df: pd.DataFrame) -> str:
@@ -69,7 +68,7 @@ def curve_source(df: pd.DataFrame) -> str:
         per_run = df[df[source].notna()].groupby("run").size()
         if len(per_run) == n and n and per_run.min() >= EVAL_CURVE_POINTS:
             return source
-    return "train_return"
+    return TRAIN_RETURN
 
 
 def return_points(df: pd.DataFrame, source: str, keys=("group", "run")) -> pd.DataFrame:
@@ -84,9 +83,9 @@ def return_points(df: pd.DataFrame, source: str, keys=("group", "run")) -> pd.Da
             columns={source: "value"}).copy()
     else:
         d = df[df["iteration"] > 0]
-        ok = d["train_return"].notna()
+        ok = d[TRAIN_RETURN].notna()
         w = d["episodes"].where(ok, 0.0)
-        d = d.assign(_w=w, _wv=(d["train_return"] * w).where(ok, 0.0))
+        d = d.assign(_w=w, _wv=(d[TRAIN_RETURN] * w).where(ok, 0.0))
         out = d.groupby(keys + ["chunk"], sort=True).agg(
             env_steps=("env_steps", "max"), wall_time_s=("wall_time_s", "max"),
             _w=("_w", "sum"), _wv=("_wv", "sum")).reset_index()

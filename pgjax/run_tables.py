@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pgjax.evaluation import EVAL_SOURCES, TRAIN_RETURN
 from pgjax.errors import ConfigError
 from pgjax.options import exact, fill_label, flat_options, format_option as _fmt
 from pgjax.envs import task_options
@@ -18,9 +19,9 @@ from pgjax.rundir import (check_metrics, inspect, metrics_file, metrics_text, re
                           run_status)
 
 STATUSES = ("finished", "unfinished", "failed")
-# the recorded evaluations (``--eval-mode``), in the order ``auto`` prefers them: a policy's
-# own score is that of the actions it samples, where that evaluation was recorded
-EVAL_SOURCES = ("eval_return_stochastic", "eval_return")
+# the recorded evaluations (``--eval-mode``), in the order ``auto`` prefers them
+# (``pgjax.evaluation.EVAL_SOURCES``): a policy's own score is that of the actions it
+# samples, where that evaluation was recorded
 RUN_COLUMNS = ["dir", "run", "seed", "env", "algo", "group", "status"]
 # options that say where and how records are kept, not what was trained (diagnostics: which
 # per-update measurements are recorded beside the update, never what it does)
@@ -301,7 +302,7 @@ def metrics(paths_or_runs, include_unfinished: bool = False, include_failed: boo
             texts.append(read[0])
             rows.append(read[1])
             owners.append(i)
-    base = ["iteration", "env_steps", "wall_time_s", "train_return", "episodes", "chunk"]
+    base = ["iteration", "env_steps", "wall_time_s", TRAIN_RETURN, "episodes", "chunk"]
     if texts:  # parsed together, the run's columns set once on all rows
         out, run, headers = _parse_metrics(texts, rows)
         owner = np.asarray(owners)[run]

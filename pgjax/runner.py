@@ -26,6 +26,7 @@ import numpy as np
 from pgjax.compile_cache import StoredProgram, program_dir
 from pgjax.config import TrainConfig
 from pgjax.errors import ConfigError, StorageError, TrainingError
+from pgjax.evaluation import MODES, TRAIN_RETURN
 from pgjax.files import as_os_error, storage_message
 from pgjax import plugin_files
 from pgjax.train import Trainer, check_memory
@@ -59,7 +60,7 @@ def run_keys(runs):
         jax.vmap(lambda k: jax.random.fold_in(k, 1))(base)
 
 
-NAN_ALLOWED = ("train_return", "train_length")  # NaN by design when no episode ended
+NAN_ALLOWED = (TRAIN_RETURN, "train_length")  # NaN by design when no episode ended
 
 
 def find_failures(cfg: TrainConfig, metrics, first_iter: int, run_ids, active) -> dict:
@@ -518,11 +519,12 @@ def _progress_line(s: Session, c: int, metrics, ev, failed, seconds: float, wall
     cfg, n = s.cfg, len(s.run_ids)
     steps = cfg.iterations_per_chunk * cfg.batch_size
     ok = [r for r in range(n) if r not in failed]
-    tr = metrics["train_return"][ok]
+    tr = metrics[TRAIN_RETURN][ok]
     # no training episode ended in the chunk: a dash, not a NaN
     tr = f"{tr[np.isfinite(tr)].mean():8.1f}" if np.isfinite(tr).any() else f"{'—':>8}"
     evaluated = ""
-    for mode, key in (("", "eval_return"), (" stochastic", "eval_return_stochastic")):
+    for m in MODES.values():
+        mode, key = ("" if m.deterministic else f" {m.name}"), m.return_column
         if ev is not None and key in ev:
             er = ev[key][ok] if ok else np.full(1, np.nan)
             evaluated += (f" | eval return{mode} {np.mean(er):8.1f} (min {np.min(er):.1f}, "

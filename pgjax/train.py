@@ -31,34 +31,24 @@ from flax import struct
 
 from pgjax.advantages import gae
 from pgjax.algos import ALGORITHMS
-from pgjax.algos.common import Batch, Refresh
+from pgjax.algos.common import Batch, Refresh, updated
 from pgjax.algos.pieces import trust_region_stats
 from pgjax.algos.multiagent import make_combinator
 from pgjax.config import TrainConfig
 from pgjax.envs import make_env
 from pgjax.envs.core import check_env
 from pgjax.errors import ConfigError
+from pgjax.evaluation import MODES, TRAIN_RETURN, columns as eval_columns
+from pgjax.hparams import HParams
 from pgjax.normalize import RunningStats, init_stats, normalize, scale_rewards, update_stats
 from pgjax.policies import ActorCritic, Forward, frozen_entries, make_joint_policy, refold
 from pgjax.registry import AGENT_SCHEMES, ENV_FAMILIES, POLICY_KINDS
 from pgjax.rollout import RolloutCarry, Transition, rollout
 
 
-# what ``evaluate`` records per evaluation policy (``TrainConfig.eval_modes``): the mean and
-# std of the return and the mean length over the eval envs' episodes
-EVAL_KEYS = {"deterministic": ("eval_return", "eval_return_std", "eval_length"),
-             "stochastic": ("eval_return_stochastic", "eval_return_stochastic_std",
-                            "eval_length_stochastic")}
-
-
-def eval_keys(cfg: TrainConfig) -> tuple[str, ...]:
-    """The columns ``Trainer.evaluate`` fills for ``cfg``."""
-    return tuple(k for mode in cfg.eval_modes for k in EVAL_KEYS[mode])
-
-
 @struct.dataclass
 class TrainState:
-    params: Any  # {"actor": ..., "critic": ...}
+    params: Any  # Parts(actor=..., critic=...)
     algo_state: Any  # the update rule's state (e.g. Adam moments)
     obs_stats: RunningStats
     ret_stats: RunningStats  # running statistics of the discounted return (reward scaling)
@@ -189,12 +179,12 @@ def check_memory(cfg: TrainConfig, env, policy) -> None:
 def build_algorithm(cfg: TrainConfig, policy):
     """The update rule for ``policy``; in a multi-agent setting the rule wrapped by the
     multi-agent combinator."""
-    config_cls, factory = ALGORITHMS[cfg.rule]
+    factory = ALGORITHMS[cfg.rule].factory
     if cfg.scheme is None:
         return factory(cfg.algo_config, policy)
     return make_combinator(factory, cfg.algo_config, policy.partition, policy.actor,
                            policy.critic, policy.agent_distribution, cfg.scheme,
-                           cfg.agents.order, cfg.agents.share_actor, tuple(config_cls.ERRORS))
+                           cfg.agents.order, cfg.agents.share_actor)
 
 
 def _explained_variance(pred, target):
@@ -228,9 +218,10 @@ class Trainer:
         self._frozen = frozen_entries(self.policy)  # never-normalised entries (S2PG's z)
 
     # -- hyperparameters and statistics ---------------------------------------------------
-    def _algo_hp(self, hp):
-        prefix = self.cfg.rule + "."
-        return {k[len(prefix):]: v for k, v in hp.items() if k.startswith(prefix)}
+    def hparams(self, hp) -> HParams:
+        """The typed record (``HParams``) of a run's flat ``{option: value}`` traced table
+        (``cfg.base_hparams()``, a grid point; arrays inside ``vmap``)."""
+        return HParams.of(hp, self.cfg.rule, self.cfg.algo_config)
 
     def normalizer(self, state: TrainState):
         """Raw observations -> what the networks see, with the state's frozen statistics."""
@@ -257,7 +248,7 @@ class Trainer:
         if cfg.norm.normalize_reward:
             done = traj.terminated | traj.truncated
             ret_stats, ret_acc, reward = scale_rewards(ret_stats, ret_acc, reward, done,
-                                                       hp["gamma"])
+                                                       self.hparams(hp).gamma)
         obs_stats = state.obs_stats
         if cfg.norm.normalize_obs:
             obs_stats = self.update_obs_stats(state.obs_stats, traj.obs)
@@ -275,7 +266,8 @@ class Trainer:
         k_params, _, k_run = jax.random.split(key, 3)
         spec = self.env.spec
         params = self.policy.init(k_params, spec.obs_shape)
-        return TrainState(params=params, algo_state=self.algo.init(params, self._algo_hp(hp)),
+        algo_state = self.algo.init(params, self.hparams(hp).rule)
+        return TrainState(params=params, algo_state=algo_state,
                           obs_stats=init_stats(spec.obs_shape), ret_stats=init_stats(),
                           ret_acc=jnp.zeros(spec.num_envs, jnp.float32), rollout=None,
                           reset_obs=None, key=k_run, iteration=jnp.int32(0))
@@ -313,7 +305,7 @@ class Trainer:
         (carry at its end, Transition [T, N])."""
         start = state.rollout.replace(env_state=self.next_pool(state.rollout.env_state))
         stats = state.obs_stats if self.cfg.norm.normalize_obs else None
-        return rollout(self.env, self.policy, state.params["actor"], stats, start, key,
+        return rollout(self.env, self.policy, state.params.actor, stats, start, key,
                        self.cfg.rollout_len)
 
     def make_batch(self, state: TrainState, traj: Transition, hp, carry0=None,
@@ -338,7 +330,7 @@ class Trainer:
             scale = jnp.sqrt(ret_stats.var + 1e-8) if value_norm else 1.0
             adv, ret = gae(_like(reward, f.value), f.value * scale, f.next_value * scale,
                            _like(traj.terminated, f.value), _like(traj.truncated, f.value),
-                           hp["gamma"], hp["gae_lambda"])
+                           self.hparams(hp).gamma, self.hparams(hp).gae_lambda)
             ret_stats = update_stats(ret_stats, ret) if value_norm else ret_stats
             return dict(obs=fwd.obs, action=fwd.action, log_prob=fwd.log_prob, dist=fwd.dist,
                         value=f.value, advantage=adv, ret=ret / scale), ret_stats
@@ -366,18 +358,15 @@ class Trainer:
         # the fraction of the schedule's horizon done (``anneal_steps``), not of this run
         progress = jnp.minimum(
             state.iteration.astype(jnp.float32) / self.cfg.anneal_iterations, 1.0)
-        if prep.refresh is None:
-            params, algo_state, metrics = self.algo.update(state.params, state.algo_state,
-                                                           prep.batch, k_update,
-                                                           self._algo_hp(hp), progress)
-        else:  # the statistics as the update's last recomputation left them
-            params, algo_state, metrics, ret_stats = self.algo.update(
-                state.params, state.algo_state, prep.batch, k_update, self._algo_hp(hp),
-                progress, refresh=prep.refresh)
+        refresh = {} if prep.refresh is None else {"refresh": prep.refresh}
+        params, algo_state, metrics, ret_stats = updated(self.algo.update(
+            state.params, state.algo_state, prep.batch, k_update, self.hparams(hp).rule,
+            progress, **refresh))
+        if prep.refresh is not None:  # the statistics as the update's last recomputation left them
             prep = prep._replace(state=prep.state.replace(ret_stats=ret_stats))
         full = self.cfg.diagnostics == "full"  # those that need extra forward passes
         if full:  # the trust-region diagnostics, recorded for every rule by the trainer
-            metrics = {**metrics, **trust_region_stats(self.policy, params["actor"], prep.batch)}
+            metrics = {**metrics, **trust_region_stats(self.policy, params.actor, prep.batch)}
         if self.cfg.norm.normalize_obs:
             metrics = {**metrics, **self.statistics_drift(state, prep, traj, carry0, full)}
             if self.cfg.norm.obs_stats == "preserve":
@@ -389,7 +378,7 @@ class Trainer:
         per_episode = lambda x: jnp.where(n_done > 0, x.sum() / jnp.maximum(n_done, 1), jnp.nan)
         metrics = {**metrics, "nonfinite_params": 1.0 - finite.astype(jnp.float32),
                    "explained_variance": _explained_variance(prep.forward.value, prep.ret),
-                   "episodes": n_done, "train_return": per_episode(traj.episode_return),
+                   "episodes": n_done, TRAIN_RETURN: per_episode(traj.episode_return),
                    "train_length": per_episode(traj.episode_length),
                    "return_scale": jnp.sqrt(prep.state.ret_stats.var)}
         # every metric a float32 scalar (a rule may report counts as integers or bools)
@@ -428,9 +417,9 @@ class Trainer:
         statistics update alone causes, and the largest change of the deterministic
         action."""
         x = state.reset_obs
-        before = self.policy.dist(state.params["actor"], self.normalizer(state)(x))
-        after = self.policy.dist(params["actor"], self.normalizer(new_state)(x))
-        stats_only = self.policy.dist(state.params["actor"], self.normalizer(new_state)(x))
+        before = self.policy.dist(state.params.actor, self.normalizer(state)(x))
+        after = self.policy.dist(params.actor, self.normalizer(new_state)(x))
+        stats_only = self.policy.dist(state.params.actor, self.normalizer(new_state)(x))
         mode = self.policy.distribution.mode
         kl = self.policy.kl(before, after)
         return {"kl_reset_mean": kl.mean(), "kl_reset_max": kl.max(),
@@ -475,7 +464,8 @@ class Trainer:
             return s, nan(shapes[0] if shapes else jax.eval_shape(self.chunk, s, hp)[1])
 
         state, metrics = jax.lax.cond(train, trained, untrained, state)
-        skipped = {k: jax.ShapeDtypeStruct((), jnp.float32) for k in eval_keys(self.cfg)}
+        skipped = {k: jax.ShapeDtypeStruct((), jnp.float32)
+                   for k in eval_columns(self.cfg.eval_modes)}
         ev = jax.lax.cond(evaluate, lambda s: self.evaluate(s, key),
                           lambda s: nan(skipped), state)
         return state, metrics, ev
@@ -486,7 +476,7 @@ class Trainer:
         the state's frozen normalisation statistics; stops once every episode has ended (or
         at the time limit). Returns the undiscounted returns and lengths, [eval envs] each."""
         env, policy, norm = self.eval_env, self.policy, self.normalizer(state)
-        actor = state.params["actor"]
+        actor = state.params.actor
         k_reset, k_act = jax.random.split(key)
         env_state, obs = env.reset(key if not stochastic else k_reset)
         n = env.spec.num_envs
@@ -510,12 +500,10 @@ class Trainer:
         ``cfg.eval_modes``: mean and std of the return and the mean length of one episode
         per eval env (see ``episodes``; the stochastic one from a key of its own)."""
         out = {}
-        for mode in self.cfg.eval_modes:
-            stochastic = mode == "stochastic"
-            ret, length = self.episodes(state, jax.random.fold_in(key, 1) if stochastic
-                                        else key, stochastic)
+        for mode in map(MODES.get, self.cfg.eval_modes):
+            ret, length = self.episodes(state, mode.key(key), not mode.deterministic)
             values = (ret.mean(), ret.std(), length.mean())
-            out.update({k: v.astype(jnp.float32) for k, v in zip(EVAL_KEYS[mode], values)})
+            out.update({k: v.astype(jnp.float32) for k, v in zip(mode.columns, values)})
         return out
 
     def train(self, key, hp):

@@ -28,6 +28,7 @@ from pgjax import plugin_files
 from pgjax.config import TrainConfig
 from pgjax.envs import family_of
 from pgjax.errors import ConfigError
+from pgjax.evaluation import STOCHASTIC
 from pgjax.files import write_csv
 from pgjax import results
 from pgjax.results import bootstrap_ci
@@ -142,7 +143,7 @@ def evaluate(path, episodes: int = 16, seed: int = 0, stochastic: bool = False,
         if final_keys:  # the keys of the run's last evaluation, after chunk num_chunks
             keys = eval_keys_at(eval_keys, cfg.num_chunks)
             if stochastic:  # Trainer.evaluate's stochastic evaluation has a key of its own
-                keys = jax.vmap(jax.random.fold_in, (0, None))(keys, 1)
+                keys = jax.vmap(STOCHASTIC.key)(keys)
         else:  # per run from --seed and the run's seed; 2**20 is no chunk index
             keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.PRNGKey(seed), s))(
                 jnp.asarray([r["seed"] for r, _ in runs]))
@@ -234,7 +235,7 @@ class TrainedPolicy:
         memory = carry.memory
         if memory is not None:
             memory, obs = self.env.observe_memory(memory, obs)
-        h, x = self.policy.act(self.params["actor"], carry.policy, self._norm(obs), key,
+        h, x = self.policy.act(self.params.actor, carry.policy, self._norm(obs), key,
                                deterministic=deterministic)
         if memory is not None:
             memory, x = self.env.act_memory(memory, x)

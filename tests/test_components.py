@@ -55,9 +55,9 @@ def test_running_stats_match_numpy():
 def test_orthogonal_init_and_policy_action_space_checks():
     ac = make_actor_critic(ActionSpace("box", 3), "auto", (64, 64), (64, 64))
     params = ac.init(jax.random.PRNGKey(0), (5,))
-    w = params["actor"]["params"]["MLP_0"]["Dense_0"]["kernel"]
+    w = params.actor["params"]["MLP_0"]["Dense_0"]["kernel"]
     np.testing.assert_allclose(w @ w.T, 2.0 * np.eye(5), atol=1e-4)  # gain sqrt(2), orthogonal
-    head = params["actor"]["params"]["MLP_0"]["Dense_2"]["kernel"]
+    head = params.actor["params"]["MLP_0"]["Dense_2"]["kernel"]
     np.testing.assert_allclose(np.linalg.norm(head, axis=0), 0.01, rtol=1e-4)
     with pytest.raises(ConfigError, match="categorical.*discrete.*--policy gaussian"):
         make_actor_critic(ActionSpace("box", 3), "categorical")

@@ -3,6 +3,7 @@ epoch (cleanrl's), against a hand computation of Adam on a quadratic; the 13-lin
 examples/ that stops PPO's remaining epochs trains through the CLI."""
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -11,7 +12,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pgjax.algos.pieces import SGDState, ScaledSGDState, adam_direction, run_epochs
+from pgjax.algos.pieces import SGDConfig, SGDState, ScaledSGDState, adam_direction, run_epochs
+from pgjax.hparams import traced
+from pgjax.nets import Parts
 from pgjax.cli import main
 from pgjax.registry import load_plugins
 from pgjax.results import run_metrics
@@ -39,19 +42,24 @@ def reference(threshold: float, mode: str):
     return w, steps
 
 
+@dataclasses.dataclass(frozen=True)
+class ToyConfig(SGDConfig):
+    kl_stop: float = traced(0.0)
+
+
 def toy_epochs(threshold, mode="per_minibatch", on_epoch=None, hp_extra=None):
     def loss_fn(params, mb, hp, extra):
-        w = params["actor"]
-        return 0.5 * (w - TARGET) ** 2 + 0.0 * params["critic"], {"approx_kl": w}
+        w = params.actor
+        return 0.5 * (w - TARGET) ** 2 + 0.0 * params.critic, {"approx_kl": w}
 
     tx = adam_direction(1e-5)
-    params = {"actor": jnp.float32(0.0), "critic": jnp.float32(0.0)}
-    state = SGDState({p: tx.init(params[p]) for p in params})
-    hp = {"max_grad_norm": jnp.float32(1e9), "target_kl": jnp.float32(threshold),
-          **(hp_extra or {})}
+    params = Parts(jnp.float32(0.0), jnp.float32(0.0))
+    state = SGDState(params.map(tx.init))
+    hp = ToyConfig(max_grad_norm=jnp.float32(1e9), target_kl=jnp.float32(threshold),
+                   **(hp_extra or {}))
     run = run_epochs(loss_fn, tx, EPOCHS, MINIBATCHES, on_epoch=on_epoch, target_kl_mode=mode)
     r = run(params, state, jnp.zeros(6), jax.random.PRNGKey(0), hp, LR)
-    return float(r.params["actor"]), int(r.grad_steps)
+    return float(r.params.actor), int(r.grad_steps)
 
 
 @pytest.mark.parametrize("threshold", [0.25, 0.45, 10.0])
@@ -133,13 +141,13 @@ def test_kl_adaptive_step_size_matches_a_hand_computation():
     lr, desired = 1e-3, 0.003
 
     def loss_fn(params, mb, hp, extra):
-        w = params["actor"]
-        return 0.5 * (w - TARGET) ** 2 + 0.0 * params["critic"], {"policy_kl": w}
+        w = params.actor
+        return 0.5 * (w - TARGET) ** 2 + 0.0 * params.critic, {"policy_kl": w}
 
     tx = adam_direction(1e-5)
-    params = {"actor": jnp.float32(0.0), "critic": jnp.float32(0.0)}
-    state = ScaledSGDState({p: tx.init(params[p]) for p in params}, (), jnp.float32(1.0))
-    hp = {"max_grad_norm": jnp.float32(1e9), "lr": jnp.float32(lr)}
+    params = Parts(jnp.float32(0.0), jnp.float32(0.0))
+    state = ScaledSGDState(params.map(tx.init), (), jnp.float32(1.0))
+    hp = SGDConfig(max_grad_norm=jnp.float32(1e9), lr=jnp.float32(lr))
     run = run_epochs(loss_fn, tx, EPOCHS, MINIBATCHES, desired_kl=desired)
     r = run(params, state, jnp.zeros(6), jax.random.PRNGKey(0), hp, lr)
 
@@ -157,7 +165,7 @@ def test_kl_adaptive_step_size_matches_a_hand_computation():
         w -= lr * scale * (m / (1 - 0.9 ** t)) / (np.sqrt(v / (1 - 0.999 ** t)) + 1e-5)
     assert max(scales) > 1.0 and scales[-1] < max(scales)  # both branches taken
     assert float(r.state.lr_scale) == pytest.approx(scale, rel=1e-5)
-    assert float(r.params["actor"]) == pytest.approx(w, rel=1e-4)
+    assert float(r.params.actor) == pytest.approx(w, rel=1e-4)
 
 
 def test_kl_adaptive_step_size_keeps_a_run_without_it_unchanged():

@@ -17,19 +17,18 @@ PLUGIN = '''
 maximise r A - beta * (r - 1)^2, using only pgjax's public API."""
 import dataclasses
 
-from pgjax.algos import PPOConfig, register
+from pgjax.algos import PPOConfig, register, traced
 from pgjax.algos.pieces import sgd_rule, surrogate_objective
 
 
 @dataclasses.dataclass(frozen=True)
 class RatioPenaltyConfig(PPOConfig):
-    beta: float = 2.0
+    beta: float = traced(2.0)
     """Weight of the quadratic ratio penalty (traced)."""
-    TRACED = PPOConfig.TRACED + ("beta",)
 
 
 def surrogate(ratio, adv, hp):
-    return ratio * adv - hp["beta"] * (ratio - 1.0) ** 2
+    return ratio * adv - hp.beta * (ratio - 1.0) ** 2
 
 
 def make(cfg, policy):
@@ -149,19 +148,18 @@ def test_plugin_options_are_flags_like_a_builtin_rules(plugin, tmp_path, capsys,
 KLPEN = '''
 import dataclasses
 import jax.numpy as jnp
-from pgjax.algos import PPOConfig, register
+from pgjax.algos import PPOConfig, register, traced
 from pgjax.algos.pieces import adapt_kl_coef, kl_penalty, sgd_rule
 
 @dataclasses.dataclass(frozen=True)
 class KLPenConfig(PPOConfig):
-    d_targ: float = 0.01
-    TRACED = PPOConfig.TRACED + ("d_targ",)
+    d_targ: float = traced(0.01)
 
 def objective(t, hp, beta):  # Schulman et al. 2017, sec. 4
     return -(t.ratio * t.adv).mean() + kl_penalty(t, beta)
 
 def adapt(u):  # beta x2 above 1.5 d_targ, /2 below d_targ / 1.5
-    beta = adapt_kl_coef(u.state.extra, u.stats["kl_mean"], u.hp["d_targ"])
+    beta = adapt_kl_coef(u.state.extra, u.stats["kl_mean"], u.hp.d_targ)
     return u.params, u.state._replace(extra=beta), {"beta": beta}
 
 register("klpen", KLPenConfig, lambda cfg, policy: sgd_rule(
@@ -209,3 +207,34 @@ def test_kl_penalty_rule_from_the_pieces_trains_resumes_and_records_diagnostics(
     for x, d_targ in zip(m, (0.002, 0.05)):
         assert_adaptive_beta(x["beta"], x["kl_mean"], 1.0, d_targ)
     assert m[1]["beta"].iloc[-1] < 1.0  # the loose target let beta fall
+
+
+def test_a_rule_written_for_pgjax_0_2_dicts_still_works_and_is_told_how_to_update():
+    """pgjax 0.2.0's plugin style: a TRACED class tuple extending a built-in's, hp["name"]
+    and params["actor"]. Each still reads the same value, with one FutureWarning naming what
+    to write instead."""
+    import jax.numpy as jnp
+
+    from pgjax.algos import PPOConfig
+    from pgjax.hparams import traced_fields, typed
+    from pgjax.nets import Parts
+
+    with pytest.warns(FutureWarning, match=r"PPOConfig.TRACED: since pgjax 0.3.0 each field"):
+        @dataclasses.dataclass(frozen=True)
+        class OldStyle(PPOConfig):
+            kl_stop: float = 0.02
+            TRACED = PPOConfig.TRACED + ("kl_stop",)
+
+    with pytest.warns(FutureWarning, match=r"OldStyle.TRACED: .*pgjax.hparams.traced"):
+        names = traced_fields(OldStyle)
+    assert names == (*traced_fields(PPOConfig), "kl_stop")
+    assert OldStyle().traced()["kl_stop"] == 0.02
+    hp = typed(OldStyle(), {"kl_stop": jnp.float32(0.5), "clip_eps": jnp.float32(0.1)})
+    assert float(hp.kl_stop) == 0.5 and hp.epochs == 10
+    with pytest.warns(FutureWarning, match=r'hp\["kl_stop"\] is hp.kl_stop since pgjax 0.3.0'):
+        assert float(hp["kl_stop"]) == 0.5
+    with pytest.raises(KeyError):
+        hp["no_such_field"]
+    params = Parts({"w": 1.0}, {"v": 2.0})
+    with pytest.warns(FutureWarning, match=r'params\["actor"\] is params.actor since'):
+        assert params["actor"] == {"w": 1.0}

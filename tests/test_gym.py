@@ -151,8 +151,8 @@ def test_truncation_bootstraps_from_the_real_final_observation():
     batch = prep.batch
     gamma = hp["gamma"]
     norm = lambda x: normalize(s0.obs_stats, x)
-    v_final = trainer.policy.value(s0.params["critic"], norm(one.final_obs))
-    v_next_obs = trainer.policy.value(s0.params["critic"], norm(jnp.roll(one.obs, -1, 0)))
+    v_final = trainer.policy.value(s0.params.critic, norm(one.final_obs))
+    v_next_obs = trainer.policy.value(s0.params.critic, norm(jnp.roll(one.obs, -1, 0)))
     ret = batch.ret.reshape(one.reward.shape)
     reward = prep.reward
     trunc, term = np.asarray(one.truncated), np.asarray(one.terminated)

@@ -122,7 +122,7 @@ def test_recurrent_carry_restarts_and_sequences_reproduce_the_behaviour_policy()
     batch, traj = captured["batch"], captured["traj"]
     policy = trainer.policy
     # sequence batches recompute exactly the behaviour log-probabilities (ratio 1)
-    d = policy.dist(state.params["actor"], batch.obs)
+    d = policy.dist(state.params.actor, batch.obs)
     np.testing.assert_allclose(policy.distribution.log_prob(d, batch.action), batch.log_prob,
                                atol=1e-5)
     # and by hand, step by step from the rollout's first carry, zeroing it after every
@@ -137,21 +137,21 @@ def test_recurrent_carry_restarts_and_sequences_reproduce_the_behaviour_policy()
 
     obs, act, lp_batch = unseq(batch.obs["o"]), unseq(batch.action), unseq(batch.log_prob)
     done = np.asarray(traj.terminated | traj.truncated)
-    h0 = np.asarray(batch.obs["h0"]["actor"]).reshape(T // L, N, -1)
-    h = np.asarray(start_carry["actor"])
+    h0 = np.asarray(batch.obs["h0"].actor).reshape(T // L, N, -1)
+    h = np.asarray(start_carry.actor)
     for t in range(T):
         if t:
             h = np.where(done[t - 1][:, None], 0.0, h)
         if t % L == 0:
             np.testing.assert_allclose(h0[t // L], h, atol=1e-5)
-        h, dd = policy.actor.apply(state.params["actor"], jnp.asarray(h), jnp.asarray(obs[t]))
+        h, dd = policy.actor.apply(state.params.actor, jnp.asarray(h), jnp.asarray(obs[t]))
         h = np.asarray(h)
         logp = np.asarray(jax.nn.log_softmax(dd["logits"]))[np.arange(N), act[t]]
         np.testing.assert_allclose(logp, lp_batch[t], atol=1e-5)
     inside = done[:-1][(np.arange(1, T) % L) != 0]
     assert inside.sum() > 0  # episodes ended inside sequences
     # the carry handed to the next rollout is zero exactly where the last step ended one
-    h_next = np.asarray(new_state.rollout.carry["actor"])
+    h_next = np.asarray(new_state.rollout.carry.actor)
     np.testing.assert_array_equal(h_next[done[-1]], 0.0)
     assert np.abs(h_next[~done[-1]]).max() > 0
 

@@ -9,8 +9,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from pgjax.hparams import HParams
+from pgjax.nets import Parts
 from pgjax import TrainConfig
 from pgjax.algos import ALGORITHMS, Algorithm, AlgoConfig, Batch
+from pgjax.algos.common import Updated
 from pgjax.envs.core import ActionSpace, ConfigError, EnvSpec
 from pgjax.envs.multiagent import Partition, make_matrix_game, single_agent_partition
 from pgjax.algos.pieces import trust_region_stats
@@ -24,9 +27,9 @@ RULES = ["ppo", "trpo", "spo", "fixpo"]
 
 
 def _hp(cfg: TrainConfig):
-    hp = stack_hparams(cfg.runs())
-    prefix = cfg.rule + "."
-    return {k[len(prefix):]: v[0] for k, v in hp.items() if k.startswith(prefix)}
+    """The rule's typed hyperparameters of the first run of ``cfg``."""
+    hp = {k: v[0] for k, v in stack_hparams(cfg.runs()).items()}
+    return HParams.of(hp, cfg.rule, cfg.algo_config).rule
 
 
 def _random_batch(key, policy, actor, b=256, d=5, a=3):
@@ -53,38 +56,37 @@ def test_one_agent_reproduces_the_plain_update(rule):
     params = policy.init(jax.random.PRNGKey(1), (5,))
     # make the policy non-trivial so that ratios move away from 1 in the first step
     params = jax.tree.map(lambda x: x + 0.05, params)
-    batch = _random_batch(jax.random.PRNGKey(2), policy, params["actor"])
+    batch = _random_batch(jax.random.PRNGKey(2), policy, params.actor)
     factory = ALGORITHMS[rule][1]
     plain = factory(algo_cfg, policy)
     key = jax.random.PRNGKey(3)
-    p_plain, _, m_plain = jax.jit(plain.update)(params, plain.init(params, hp), batch, key, hp,
+    p_plain, _, m_plain, _ = jax.jit(plain.update)(params, plain.init(params, hp), batch, key, hp,
                                                 0.25)
 
     part = single_agent_partition(spec)
     actor, critic, dist = make_agent_nets(part, (64, 64), (64, 64), "tanh", 0.0)
     combo = make_combinator(factory, algo_cfg, part, actor, critic, dist, "sequential",
                             "random", False)
-    ma_params = {"actor": jax.tree.map(lambda x: x[None], params["actor"]),
-                 "critic": params["critic"]}
+    ma_params = Parts(jax.tree.map(lambda x: x[None], params.actor), params.critic)
     ones = jnp.ones_like(batch.dist["mean"])[:, None]
     ma_batch = MultiAgentBatch(
         obs={"agent": batch.obs[:, None], "state": batch.obs}, action=batch.action[:, None],
         log_prob=batch.log_prob[:, None],
         dist={"mean": batch.dist["mean"][:, None], "log_std": batch.dist["log_std"][:, None],
               "mask": ones}, value=batch.value, advantage=batch.advantage, ret=batch.ret)
-    p_ma, _, m_ma = jax.jit(combo.update)(ma_params, combo.init(ma_params, hp), ma_batch, key,
+    p_ma, _, m_ma, _ = jax.jit(combo.update)(ma_params, combo.init(ma_params, hp), ma_batch, key,
                                           hp, 0.25)
     # the update did something, and the same thing
     moved = max(float(jnp.abs(a - b).max()) for a, b in
                 zip(jax.tree.leaves(p_plain), jax.tree.leaves(params)))
     assert moved > 1e-4
-    flat_plain = jax.tree.leaves(p_plain["actor"])
-    flat_ma = jax.tree.leaves(jax.tree.map(lambda x: x[0], p_ma["actor"]))
+    flat_plain = jax.tree.leaves(p_plain.actor)
+    flat_ma = jax.tree.leaves(jax.tree.map(lambda x: x[0], p_ma.actor))
     for a, b in zip(flat_plain, flat_ma):
         np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
-    for a, b in zip(jax.tree.leaves(p_plain["critic"]), jax.tree.leaves(p_ma["critic"])):
+    for a, b in zip(jax.tree.leaves(p_plain.critic), jax.tree.leaves(p_ma.critic)):
         np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
-    plain_kl_max = trust_region_stats(policy, p_plain["actor"], batch)["kl_max"]
+    plain_kl_max = trust_region_stats(policy, p_plain.actor, batch)["kl_max"]
     np.testing.assert_allclose(plain_kl_max, m_ma["agent_kl_max"], rtol=1e-4, atol=1e-7)
     assert float(m_ma["factor_dev_max"]) > 0  # the factor saw the agent's ratio
 
@@ -104,8 +106,8 @@ def make_probe(cfg: ProbeConfig, policy) -> Algorithm:
     def update(params, st, batch, key, hp, progress):
         actor = jax.tree.map(lambda x: x + cfg.step * jnp.sin(jnp.arange(x.size).reshape(x.shape)
                                                                + batch.obs["agent"][0, 0] * 7),
-                             params["actor"])
-        return {"actor": actor, "critic": params["critic"]}, {"seen": batch.weight}, {"x": 0.0}
+                             params.actor)
+        return Updated(Parts(actor, params.critic), {"seen": batch.weight}, {"x": 0.0})
 
     return Algorithm("probe", cfg, init, update)
 
@@ -125,13 +127,13 @@ def test_compounded_factor_is_the_product_of_preceding_ratios(order):
     logits = jax.vmap(lambda p, o: actor.apply(p, o)["logits"], (0, 1), 1)(actors, agent_obs)
     actions = jax.random.categorical(keys[2], logits)
     log_prob = jnp.take_along_axis(jax.nn.log_softmax(logits), actions[..., None], -1)[..., 0]
-    params = {"actor": actors, "critic": critic.init(keys[3], jnp.zeros((1, 3)))}
+    params = Parts(actors, critic.init(keys[3], jnp.zeros((1, 3))))
     batch = MultiAgentBatch(obs={"agent": agent_obs, "state": state}, action=actions,
                             log_prob=log_prob, dist={"logits": logits},
                             value=jnp.zeros(b), advantage=jax.random.normal(keys[4], (b,)),
                             ret=jnp.zeros(b))
     key = keys[5]
-    new_params, states, metrics = combo.update(params, combo.init(params, {}), batch, key, {},
+    new_params, states, metrics, _ = combo.update(params, combo.init(params, {}), batch, key, {},
                                                0.0)
     perm = np.asarray(agent_order(key, n, order))
     if order == "fixed":
@@ -139,7 +141,7 @@ def test_compounded_factor_is_the_product_of_preceding_ratios(order):
 
     # independent check: ratios from numpy softmax of the new and old logits
     def np_logp(p, i):
-        lg = np.asarray(actor.apply(jax.tree.map(lambda x: x[i], p["actor"]),
+        lg = np.asarray(actor.apply(jax.tree.map(lambda x: x[i], p.actor),
                                     np.asarray(agent_obs[:, i]))["logits"], np.float64)
         lg = lg - lg.max(-1, keepdims=True)
         lp = lg - np.log(np.exp(lg).sum(-1, keepdims=True))
@@ -170,8 +172,8 @@ def test_schemes_give_different_factors_and_critics():
                             action=jnp.zeros((b, 2), jnp.int32),
                             log_prob=jax.nn.log_softmax(logits)[..., 0], dist={"logits": logits},
                             value=jnp.zeros(b), advantage=jnp.ones(b), ret=jnp.zeros(b))
-    params = {"actor": actors, "critic": critic.init(jax.random.PRNGKey(1), jnp.zeros((1, 1)))}
-    _, states, _ = combo.update(params, combo.init(params, {}), batch, jax.random.PRNGKey(2), {},
+    params = Parts(actors, critic.init(jax.random.PRNGKey(1), jnp.zeros((1, 1))))
+    _, states, _, _ = combo.update(params, combo.init(params, {}), batch, jax.random.PRNGKey(2), {},
                                 0.0)
     np.testing.assert_allclose(np.asarray(states["seen"]), 1.0)
 
@@ -194,10 +196,10 @@ def test_happo_with_one_agent_trains_like_ppo_through_the_trainer():
     (s_p, m_p), (s_h, m_h) = out["ppo"], out["happo"]
     np.testing.assert_allclose(m_p["train_return"], m_h["train_return"], rtol=1e-5)
     np.testing.assert_allclose(m_p["pg_loss"], m_h["pg_loss"], rtol=1e-4, atol=1e-6)
-    for a, b in zip(jax.tree.leaves(s_p.params["actor"]),
-                    jax.tree.leaves(jax.tree.map(lambda x: x[0], s_h.params["actor"]))):
+    for a, b in zip(jax.tree.leaves(s_p.params.actor),
+                    jax.tree.leaves(jax.tree.map(lambda x: x[0], s_h.params.actor))):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
-    for a, b in zip(jax.tree.leaves(s_p.params["critic"]), jax.tree.leaves(s_h.params["critic"])):
+    for a, b in zip(jax.tree.leaves(s_p.params.critic), jax.tree.leaves(s_h.params.critic)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 

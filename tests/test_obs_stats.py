@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from pgjax.nets import Parts
 from pgjax import ConfigError, TrainConfig
 from pgjax.algos import PPOConfig
 from pgjax.envs import ActionSpace
@@ -53,15 +54,15 @@ def test_refitted_feedforward_networks_compute_the_same_outputs(action):
     x = old.mean + jnp.sqrt(old.var) * jax.random.normal(jax.random.PRNGKey(4), (64, d))
     assert float(jnp.abs(normalize(new, x, clip=jnp.inf)).max()) < 10  # no entry clipped
     folded = refold(policy, params, *_fold(old, new))
-    before_d = policy.dist(params["actor"], normalize(old, x))
-    after_d = policy.dist(folded["actor"], normalize(new, x))
+    before_d = policy.dist(params.actor, normalize(old, x))
+    after_d = policy.dist(folded.actor, normalize(new, x))
     for a, b in zip(jax.tree.leaves(before_d), jax.tree.leaves(after_d)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(policy.value(params["critic"], normalize(old, x)),
-                               policy.value(folded["critic"], normalize(new, x)),
+    np.testing.assert_allclose(policy.value(params.critic, normalize(old, x)),
+                               policy.value(folded.critic, normalize(new, x)),
                                rtol=1e-4, atol=1e-4)
     # without the refit the outputs do change: the test can fail
-    moved = policy.dist(params["actor"], normalize(new, x))
+    moved = policy.dist(params.actor, normalize(new, x))
     assert max(float(jnp.abs(a - b).max()) for a, b in
                zip(jax.tree.leaves(before_d), jax.tree.leaves(moved))) > 1e-2
 
@@ -77,10 +78,10 @@ def test_refitted_recurrent_networks_compute_the_same_steps():
     x = old.mean + jnp.sqrt(old.var) * jax.random.normal(jax.random.PRNGKey(4), (16, d))
     carry = jax.random.normal(jax.random.PRNGKey(5), (16, h))
     folded = refold(policy, params, *_fold(old, new))
-    for part in ("actor", "critic"):
-        net = getattr(policy, part)
-        a = net.apply(params[part], carry, normalize(old, x))
-        b = net.apply(folded[part], carry, normalize(new, x))
+    for net, p, f in ((policy.actor, params.actor, folded.actor),
+                      (policy.critic, params.critic, folded.critic)):
+        a = net.apply(p, carry, normalize(old, x))
+        b = net.apply(f, carry, normalize(new, x))
         for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
             np.testing.assert_allclose(u, v, rtol=1e-4, atol=1e-4)
 
@@ -115,8 +116,8 @@ def test_preserve_leaves_the_policy_unchanged_by_the_statistics_update(policy):
         jax.random.PRNGKey(7), (32,) + trainer.env.spec.obs_shape)
     for stats in (old, new_state.obs_stats):
         assert float(jnp.abs(normalize(stats, x, clip=jnp.inf)).max()) < 10
-    acted = trainer.policy.dist(new_state.params["actor"], normalize(new_state.obs_stats, x))
-    updated = trainer.policy.dist(captured["params"]["actor"], normalize(state.obs_stats, x))
+    acted = trainer.policy.dist(new_state.params.actor, normalize(new_state.obs_stats, x))
+    updated = trainer.policy.dist(captured["params"].actor, normalize(state.obs_stats, x))
     for a, b in zip(jax.tree.leaves(acted), jax.tree.leaves(updated)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
     # the statistics did move, and the diagnostics say how much that alone would change

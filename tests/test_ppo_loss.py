@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from pgjax.nets import Parts
 from pgjax.algos.common import Batch
 from pgjax.algos.pieces import (actor_critic_loss, clipped_surrogate, surrogate_objective,
                                 value_loss)
@@ -28,7 +29,7 @@ class FixedPolicy(NamedTuple):
 def test_clipped_surrogate_hand_values():
     ratio = jnp.array([0.5, 0.9, 1.1, 1.5, 1.5, 0.5])
     adv = jnp.array([1.0, 1.0, -2.0, 2.0, -1.0, -1.0])
-    got = clipped_surrogate(ratio, adv, {"clip_eps": 0.2})
+    got = clipped_surrogate(ratio, adv, PPOConfig(clip_eps=0.2))
     # min(rA, clip(r)A): 0.5 | 0.9 | -2.2 | 1.2*2=2.4 | -1.5 (unclipped is lower) | -0.8
     np.testing.assert_allclose(got, [0.5, 0.9, -2.2, 2.4, -1.5, -0.8], rtol=1e-6)
 
@@ -54,8 +55,8 @@ def test_full_ppo_loss_hand_values():
     adv = jnp.array([1.0, -1.0])
     mb = Batch(obs=jnp.zeros((2, 1)), action=action, log_prob=old_logp, dist=None,
                value=jnp.array([0.0, 1.0]), advantage=adv, ret=jnp.array([1.0, 1.0]))
-    params = {"actor": {"logits": logits}, "critic": {"v": jnp.array([0.5, 1.5])}}
-    hp = {"clip_eps": 0.2, "vf_coef": 0.5, "ent_coef": 0.01, "vf_clip_eps": 0.2}
+    params = Parts({"logits": logits}, {"v": jnp.array([0.5, 1.5])})
+    hp = PPOConfig(clip_eps=0.2, vf_coef=0.5, ent_coef=0.01, vf_clip_eps=0.2)
     cfg = PPOConfig(norm_adv=False, clip_vloss=True)
     loss_fn = actor_critic_loss(cfg, FixedPolicy(), surrogate_objective(clipped_surrogate))
     loss, aux = loss_fn(params, mb, hp)
@@ -102,8 +103,8 @@ def test_s2pg_clip_fraction_is_split_into_the_action_and_internal_state_factors(
                dist=old, value=jnp.zeros(3), advantage=jnp.ones(3), ret=jnp.zeros(3))
     loss_fn = actor_critic_loss(PPOConfig(norm_adv=False), pol,
                                 surrogate_objective(clipped_surrogate))
-    _, aux = loss_fn({"actor": {"d": new}, "critic": {}}, mb,
-                     {"clip_eps": 0.2, "vf_coef": 0.5, "ent_coef": 0.0, "vf_clip_eps": 0.2})
+    _, aux = loss_fn(Parts({"d": new}, {}), mb,
+                     PPOConfig(clip_eps=0.2, vf_coef=0.5, ent_coef=0.0, vf_clip_eps=0.2))
     assert float(aux["clip_frac"]) == pytest.approx(2 / 3)
     assert float(aux["clip_frac_a"]) == pytest.approx(1 / 3)
     assert float(aux["clip_frac_z"]) == pytest.approx(1 / 3)
@@ -113,8 +114,8 @@ def test_advantage_normalisation_switch():
     mb = Batch(obs=jnp.zeros((2, 1)), action=jnp.array([0, 0]), log_prob=jnp.log(jnp.array([0.5,
                                                                                             0.5])),
                dist=None, value=jnp.zeros(2), advantage=jnp.array([3.0, 5.0]), ret=jnp.zeros(2))
-    params = {"actor": {"logits": jnp.zeros((2, 2))}, "critic": {"v": jnp.zeros(2)}}
-    hp = {"clip_eps": 0.2, "vf_coef": 0.0, "ent_coef": 0.0, "vf_clip_eps": 0.2}
+    params = Parts({"logits": jnp.zeros((2, 2))}, {"v": jnp.zeros(2)})
+    hp = PPOConfig(clip_eps=0.2, vf_coef=0.0, ent_coef=0.0, vf_clip_eps=0.2)
     # ratio 1 everywhere: pg = -mean(A); normalised advantages have mean 0
     _, aux = actor_critic_loss(PPOConfig(norm_adv=False), FixedPolicy(),
                                surrogate_objective(clipped_surrogate))(params, mb, hp)

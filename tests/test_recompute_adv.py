@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from pgjax.nets import Parts
 from pgjax import ConfigError, TrainConfig
 from pgjax.algos import PPOConfig
 from pgjax.algos.common import Refresh
@@ -79,20 +80,20 @@ def test_each_epoch_after_the_first_trains_on_the_refreshed_batch():
     seen = []
 
     def loss_fn(params, mb, hp, extra):
-        return 0.5 * (params["actor"] - 1.0) ** 2 + 0.0 * params["critic"], {}
+        return 0.5 * (params.actor - 1.0) ** 2 + 0.0 * params.critic, {}
 
     def fn(params, b, count):  # marks the batch with the number of recomputations
-        return b + 1.0 + 0.0 * params["actor"], count + 1
+        return b + 1.0 + 0.0 * params.actor, count + 1
 
     def on_epoch(e):
         seen.append(e.batch)
         return EpochResult(e.params, e.state, logs={"b": e.batch.mean()})
 
     tx = adam_direction(1e-5)
-    params = {"actor": jnp.float32(0.0), "critic": jnp.float32(0.0)}
+    params = Parts(jnp.float32(0.0), jnp.float32(0.0))
     run = run_epochs(loss_fn, tx, 3, 2, on_epoch=on_epoch)
-    hp = {"max_grad_norm": jnp.float32(1e9)}
-    state = SGDState({p: tx.init(params[p]) for p in params})
+    hp = PPOConfig(max_grad_norm=jnp.float32(1e9))
+    state = SGDState(params.map(tx.init))
     r = run(params, state, jnp.zeros(4), jax.random.PRNGKey(0), hp, 0.1, Refresh(fn, 5))
     np.testing.assert_array_equal(r.epoch_logs["b"], [0.0, 1.0, 2.0])
     assert int(r.refresh_carry) == 7

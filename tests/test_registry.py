@@ -119,7 +119,7 @@ def test_a_policy_kind_from_a_plugin_trains_with_its_own_options(tmp_path, capsy
                   "--policy", "linear", "--linear.no-bias") == 0
     recorded = json.loads((tmp_path / "r" / "config.json").read_text())["config"]
     assert recorded["linear"] == {"bias": False}
-    params = load_policy(tmp_path / "r").params["actor"]["params"]
+    params = load_policy(tmp_path / "r").params.actor["params"]
     assert set(params["Dense_0"]) == {"kernel"}  # no bias: the option reached the build
     with pytest.raises(SystemExit):
         main(["train", "--plugins", plugin, "--help"])

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pgjax.nets import Parts
 from pgjax import TrainConfig
 from pgjax.algos.pieces import actor_critic_loss, clipped_surrogate, surrogate_objective
 from pgjax.algos.ppo import PPOConfig
@@ -53,8 +54,8 @@ def test_s2pg_gradient_matches_the_exact_gradient():
     state = jax.jit(trainer.init)(jax.random.PRNGKey(0), hp)
     # a non-trivial policy: perturb the initial parameters
     actor = jax.tree.map(lambda x: x + 0.3 * jax.random.normal(jax.random.PRNGKey(1), x.shape),
-                         state.params["actor"])
-    state = state.replace(params={**state.params, "actor": actor})
+                         state.params.actor)
+    state = state.replace(params=state.params.replace(actor=actor))
 
     # -- the exact expected return, as a function of the actor parameters ----------------
     nodes, weights = np.polynomial.hermite.hermgauss(80)
@@ -77,17 +78,17 @@ def test_s2pg_gradient_matches_the_exact_gradient():
     state, k_roll, _ = trainer.split(state)
     from pgjax.rollout import rollout
 
-    _, traj = jax.jit(lambda s, k: rollout(trainer.env, policy, s.params["actor"], None,
+    _, traj = jax.jit(lambda s, k: rollout(trainer.env, policy, s.params.actor, None,
                                            s.rollout, k, 2))(state, k_roll)
     assert bool(traj.terminated[1].all()) and not bool(traj.terminated[0].any())
     batch = jax.jit(trainer.make_batch)(state, traj, hp).batch
     loss_fn = actor_critic_loss(cfg.ppo, policy, surrogate_objective(clipped_surrogate))
-    ppo_hp = {k.split(".")[1]: v for k, v in hp.items() if k.startswith("ppo.")}
+    ppo_hp = trainer.hparams(hp).rule
     groups = 16
 
     def group_grad(mb, joint: bool):
         if joint:
-            g = jax.grad(lambda p: loss_fn(p, mb, ppo_hp)[0])(state.params)["actor"]
+            g = jax.grad(lambda p: loss_fn(p, mb, ppo_hp)[0])(state.params).actor
         else:  # likelihood ratio of the action alone (no log pi_z): a biased estimator
             def surrogate(a_params):
                 d = policy.dist(a_params, mb.obs)

@@ -54,7 +54,7 @@ def test_load_policy_acts_as_the_trained_state_does(tmp_path):
     train_key, _ = run_keys([(seed, hp)])
     state, _ = jax.jit(trainer.train)(train_key[0], {k: jnp.float32(v) for k, v in hp.items()})
     obs = jax.random.normal(jax.random.PRNGKey(7), (256,) + trainer.env.spec.obs_shape) * 2
-    _, want = trainer.policy.act(state.params["actor"], None, trainer.normalizer(state)(obs),
+    _, want = trainer.policy.act(state.params.actor, None, trainer.normalizer(state)(obs),
                                  None, deterministic=True)
     policy = load_policy(records.root)
     got, _ = policy.mode(obs)

@@ -198,7 +198,7 @@ def test_fixed_reset_pool_restarts_every_episode_from_the_same_state():
     starts = []
     for i in range(4):  # 4 rollouts of 64 steps: CartPole episodes end several times
         carry, traj = jax.jit(rollout, static_argnums=(0, 1, 6))(
-            trainer.env, trainer.policy, state.params["actor"], None, carry,
+            trainer.env, trainer.policy, state.params.actor, None, carry,
             jax.random.PRNGKey(i), 64)
         done = np.asarray(traj.terminated | traj.truncated)
         obs = np.asarray(traj.obs)

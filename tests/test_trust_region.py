@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from jax.flatten_util import ravel_pytree
 
+from pgjax.nets import Parts
 from pgjax import TrainConfig, Trainer
-from pgjax.algos import FixPOConfig, TRPOConfig
+from pgjax.algos import FixPOConfig, PPOConfig, TRPOConfig
 from pgjax.algos.common import Batch
 from pgjax.algos.spo import spo_surrogate
 from pgjax.algos.trpo import (conjugate_gradient, fisher_vector_product, make_trpo,
@@ -24,7 +25,7 @@ from pgjax.runner import run
 def random_batch(policy, params, key, size=64, obs_dim=3, adv_scale=1.0):
     k_obs, k_act, k_adv = jax.random.split(key, 3)
     obs = jax.random.normal(k_obs, (size, obs_dim))
-    d = policy.dist(params["actor"], obs)
+    d = policy.dist(params.actor, obs)
     action = policy.distribution.sample(d, k_act)
     return Batch(obs=obs, action=action, log_prob=policy.distribution.log_prob(d, action),
                  dist=broadcast_params(d, (size,)), value=jnp.zeros(size),
@@ -40,7 +41,7 @@ def test_fisher_vector_product_equals_dense_fisher(space):
         params = jax.tree.map(lambda x: x + 0.3 * jax.random.normal(jax.random.PRNGKey(1), x.shape,
                                                                        x.dtype), params)
         batch = random_batch(policy, params, jax.random.PRNGKey(2))
-        flat0, unravel = ravel_pytree(params["actor"])
+        flat0, unravel = ravel_pytree(params.actor)
         _, mean_kl = policy_objectives(policy, batch, batch.advantage, unravel)
         fisher = jax.jit(jax.hessian(mean_kl))(flat0)  # dense, by second-order autodiff
         fvp = jax.jit(fisher_vector_product(mean_kl, flat0, 0.1))
@@ -73,16 +74,16 @@ def test_trpo_accepted_steps_respect_delta_and_rejected_leave_params_unchanged()
         def one(key, delta):
             k_p, k_b, k_u = jax.random.split(key, 3)
             params = policy.init(k_p, (3,))
-            params = {**params, "actor": jax.tree.map(
-                lambda x: x + 0.2 * jax.random.normal(k_p, x.shape), params["actor"])}
+            params = params.replace(actor=jax.tree.map(
+                lambda x: x + 0.2 * jax.random.normal(k_p, x.shape), params.actor))
             batch = random_batch(policy, params, k_b, size=128)
-            hp = {**TRPOConfig().traced(), "delta": delta}
-            new, _, m = algo.update(params, algo.init(params, hp), batch, k_u, hp, 0.0)
-            flat_old, unravel = ravel_pytree(params["actor"])
+            hp = TRPOConfig(delta=delta)
+            new, _, m, _ = algo.update(params, algo.init(params, hp), batch, k_u, hp, 0.0)
+            flat_old, unravel = ravel_pytree(params.actor)
             surrogate, mean_kl = policy_objectives(policy, batch,
                                                    (batch.advantage - batch.advantage.mean())
                                                    / (batch.advantage.std() + 1e-8), unravel)
-            flat_new = ravel_pytree(new["actor"])[0]
+            flat_new = ravel_pytree(new.actor)[0]
             return (m["accepted"], mean_kl(flat_new), surrogate(flat_new) - surrogate(flat_old),
                     jnp.abs(flat_new - flat_old).max())
 
@@ -104,7 +105,7 @@ def test_trpo_accepted_steps_respect_delta_and_rejected_leave_params_unchanged()
 def test_spo_loss_hand_values():
     ratio = jnp.array([1.0, 1.2, 1.5, 0.5, 0.9])
     adv = jnp.array([2.0, 1.0, -1.0, 1.0, -3.0])
-    got = spo_surrogate(ratio, adv, {"clip_eps": 0.2})
+    got = spo_surrogate(ratio, adv, PPOConfig(clip_eps=0.2))
     # r A - |A| / (2 eps) (r - 1)^2 with eps = 0.2, so |A| / 0.4
     want = [2.0, 1.2 - 0.1, -1.5 - 2.5 * 0.25, 0.5 - 2.5 * 0.25, -2.7 - 7.5 * 0.01]
     np.testing.assert_allclose(got, want, rtol=1e-6)
@@ -112,7 +113,7 @@ def test_spo_loss_hand_values():
 
 def test_spo_gradient_points_back_to_trust_region_boundary():
     eps = 0.2
-    grad = jax.vmap(jax.grad(lambda r, a: spo_surrogate(r, a, {"clip_eps": eps})))
+    grad = jax.vmap(jax.grad(lambda r, a: spo_surrogate(r, a, PPOConfig(clip_eps=eps))))
     r = jnp.concatenate([jnp.linspace(0.0, 1 - eps - 1e-3, 50), jnp.linspace(1 + eps + 1e-3, 5.0,
                                                                              50)])
     for a in (-2.0, -0.1, 0.1, 3.0):
@@ -124,7 +125,7 @@ def test_spo_gradient_points_back_to_trust_region_boundary():
         assert abs(float(grad(jnp.array([target]), jnp.array([a]))[0])) < 1e-6
     # PPO's clipped objective, by contrast, has no gradient out there
     from pgjax.algos.pieces import clipped_surrogate
-    g_ppo = jax.grad(lambda r: clipped_surrogate(r, 1.0, {"clip_eps": eps}))(1.5)
+    g_ppo = jax.grad(lambda r: clipped_surrogate(r, 1.0, PPOConfig(clip_eps=eps)))(1.5)
     assert float(g_ppo) == 0.0
 
 

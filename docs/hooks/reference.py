@@ -314,6 +314,8 @@ def _default(value) -> str:
 
 
 def config_page() -> str:
+    from pgjax.hparams import traced_fields
+
     out = [GENERATED, "# Configuration\n",
            "`pgjax train`'s options are the fields of a typed config, "
            "`pgjax.TrainConfig`: the run's own settings and one sub-config per component "
@@ -328,7 +330,7 @@ def config_page() -> str:
            "setting another's options is refused.\n"]
     for section in config_sections():
         cls = section["class"]
-        traced = set(getattr(cls, "TRACED", ()))
+        traced = set(traced_fields(cls)) if dataclasses.is_dataclass(cls) else set()
         out.append(f"## {section['title']} {{#{section['key'] or 'run'}}}\n")
         where = f"`{cls.__module__}.{cls.__qualname__}`"
         if section["doc"]:

@@ -4,7 +4,7 @@ import dataclasses
 
 import jax.numpy as jnp
 
-from pgjax.algos import PPOConfig, register
+from pgjax.algos import PPOConfig, register, traced
 from pgjax.algos.pieces import (adapt_kl_coef, clipped_surrogate, kl_penalty, sgd_rule,
                                 surrogate_objective)
 
@@ -15,14 +15,13 @@ from pgjax.algos.pieces import (adapt_kl_coef, clipped_surrogate, kl_penalty, sg
 class DualClipConfig(PPOConfig):
     """Dual-clip PPO (--dualclip.<field>)."""
 
-    dual_clip: float = 3.0
+    dual_clip: float = traced(3.0)  # traced: can be swept with --grid
     """c > 1: where A < 0 the objective is at least c * A."""
-    TRACED = PPOConfig.TRACED + ("dual_clip",)  # traced: can be swept with --grid
 
 
 def dual_clip_surrogate(ratio, adv, hp):  # per sample, to maximise
     ppo = clipped_surrogate(ratio, adv, hp)
-    return jnp.where(adv < 0, jnp.maximum(ppo, hp["dual_clip"] * adv), ppo)
+    return jnp.where(adv < 0, jnp.maximum(ppo, hp.dual_clip * adv), ppo)
 
 
 register("dualclip", DualClipConfig, lambda cfg, policy: sgd_rule(
@@ -35,9 +34,8 @@ register("dualclip", DualClipConfig, lambda cfg, policy: sgd_rule(
 class KLPenConfig(PPOConfig):
     """PPO with an adaptive KL penalty (--klpen.<field>)."""
 
-    d_targ: float = 0.01
+    d_targ: float = traced(0.01)
     """Target KL per update: beta doubles above 1.5 x d_targ and halves below d_targ / 1.5."""
-    TRACED = PPOConfig.TRACED + ("d_targ",)
 
 
 def klpen_objective(t, hp, beta):  # t: PolicyTerms of a minibatch; beta: the rule's state
@@ -45,7 +43,7 @@ def klpen_objective(t, hp, beta):  # t: PolicyTerms of a minibatch; beta: the ru
 
 
 def adapt_beta(u):  # once per update; u.stats: KL etc. of the updated policy over the batch
-    beta = adapt_kl_coef(u.state.extra, u.stats["kl_mean"], u.hp["d_targ"])
+    beta = adapt_kl_coef(u.state.extra, u.stats["kl_mean"], u.hp.d_targ)
     return u.params, u.state._replace(extra=beta), {"beta": beta}  # beta is recorded
 
 

@@ -2,12 +2,13 @@
 class, factory(config, policy)); the pieces to build one from are in ``pgjax.algos.pieces``."""
 from typing import Callable, NamedTuple
 
-from pgjax.algos.common import Algorithm, AlgoConfig, Batch
+from pgjax.algos.common import Algorithm, AlgoConfig, Batch, Updated
 from pgjax.algos.fixpo import FixPOConfig, make_fixpo
 from pgjax.algos import pieces
 from pgjax.algos.ppo import PPOConfig, PPOKLConfig, make_ppo, make_ppo_kl
 from pgjax.algos.spo import SPOConfig, make_spo
 from pgjax.algos.trpo import TRPOConfig, make_trpo
+from pgjax.hparams import choice, count, traced
 
 from pgjax.registry import RULES, source_file
 
@@ -26,10 +27,12 @@ ALGORITHMS = RULES  # name -> Rule (config class, factory)
 def register(name: str, config_cls, factory, *, replace: bool = False) -> None:
     """Make a new update rule available to the trainer, sweeps and CLI under ``name``.
 
-    ``config_cls``: a frozen dataclass subclassing ``AlgoConfig``. Fields named in its
-    ``TRACED`` become traced hyperparameters (vmappable: ``--grid <name>.<field>=a,b``);
-    ``COUNTS`` / ``BATCH_DIVISORS`` / ``CHOICES`` are checked before compiling; a metric
-    named in ``ERRORS`` that an update reports > 0 stops that run with the message.
+    ``config_cls``: a frozen dataclass subclassing ``AlgoConfig``. Fields declared
+    ``traced(default)`` are traced hyperparameters (vmappable: ``--grid
+    <name>.<field>=a,b``; the rule reads them as ``hp.<field>``); ``count(default)`` loop
+    counts (``divides_batch=True``: they must divide the batch) and ``choice(default,
+    values)`` strings are checked before compiling; a metric named in ``ERRORS`` that an
+    update reports > 0 stops that run with the message.
     ``factory(config, policy) -> Algorithm(name, config, init, update)``: see ``Algorithm``;
     most rules are ``pieces.sgd_rule(name, config, policy, objective, ...)``.
     From the command line: ``pgjax train --plugins my_rule.py --algo <name>

@@ -4,10 +4,14 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, ClassVar, NamedTuple
+from typing import Any, Callable, ClassVar, Mapping, NamedTuple
 
 import jax
 from flax import struct
+
+from pgjax import hparams as hp_kinds
+from pgjax.hparams import (LegacyDeclaration, choice_fields, count_fields, divisor_fields,
+                           legacy_item, traced_fields)
 
 
 @struct.dataclass
@@ -46,16 +50,66 @@ class Refresh(NamedTuple):
     carry: Any
 
 
+class Metric(NamedTuple):
+    """How a metric an update reports is reduced: ``steps``, over the minibatch steps of an
+    update (``mean`` over the steps taken, ``sum``, or ``last``: one value per update);
+    ``agents``, over the agents of a multi-agent update (``mean``, ``max``, or ``critic``:
+    the value of the pass that trained a centralised critic)."""
+
+    steps: str = "mean"
+    agents: str = "mean"
+
+
+MEAN, MAX, PER_UPDATE = Metric(), Metric(agents="max"), Metric(steps="last")
+# a loss of the critic: with one centralised critic, the first pass's (only it trains it)
+CRITIC_LOSS = Metric(agents="critic")
+
+
+def reduce_over_agents(metrics: dict, declared: Mapping[str, Metric], central: bool) -> dict:
+    """Per-agent metrics ([n] each) reduced to one value per update as ``declared`` says
+    (undeclared: the mean)."""
+    out = {}
+    for k, v in metrics.items():
+        how = declared.get(k, MEAN).agents
+        out[k] = v[0] if how == "critic" and central else v.max() if how == "max" else v.mean()
+    return out
+
+
+class Updated(NamedTuple):
+    """What ``Algorithm.update`` returns: the new parameters (``pgjax.nets.Parts``) and rule
+    state, the update's metrics and, when it was given a ``Refresh``, the refresh's final
+    carry (else ())."""
+
+    params: Any
+    state: Any
+    metrics: dict
+    refresh_carry: Any = ()
+
+
+def updated(out) -> Updated:
+    """``out`` of a rule's update as ``Updated``; a pgjax 0.2.0 rule's plain 3- or 4-tuple
+    is accepted with a warning."""
+    if isinstance(out, Updated):
+        return out
+    import warnings
+
+    warnings.warn("an update rule's update returns pgjax.algos.common.Updated(params, state, "
+                  "metrics[, refresh_carry]) since pgjax 0.3.0, not a plain tuple",
+                  FutureWarning, stacklevel=3)
+    return Updated(*out)
+
+
 class Algorithm(NamedTuple):
     """An update rule, in the style of an optax transformation.
 
     init(params, hp) -> algo_state
-    update(params, algo_state, batch, key, hp, progress) -> (params, algo_state, metrics)
+    update(params, algo_state, batch, key, hp, progress, refresh=None) -> Updated
 
-    A rule whose config sets ``recompute_adv`` is also given ``refresh=``, a ``Refresh``
-    that recomputes the batch's values, advantages and value targets over the rollout with
-    the current critic; it then returns a fourth element, the refresh's final carry.
-    ``hp`` holds the traced hyperparameters (floats that may differ across vmapped runs),
+    ``refresh`` is given to a rule whose config sets ``recompute_adv``: a ``Refresh`` that
+    recomputes the batch's values, advantages and value targets over the rollout with the
+    current critic; ``Updated.refresh_carry`` then holds its final carry.
+    ``hp`` is the rule's config with its traced hyperparameters (floats that may differ
+    across vmapped runs) as arrays (``pgjax.hparams.typed``),
     ``progress`` in [0, 1) the fraction of training done (for annealing), ``metrics`` a flat
     dict of scalars recorded every update. The trainer adds the trust-region diagnostics
     (``kl_mean``, ``kl_max``, ``ratio_dev_max``, ``entropy``: behaviour against updated policy
@@ -67,26 +121,33 @@ class Algorithm(NamedTuple):
     config: Any
     init: Callable
     update: Callable
+    metrics: Mapping[str, Metric] = {}  # how its metrics reduce (undeclared: MEAN)
 
 
 @dataclasses.dataclass(frozen=True)
 class AlgoConfig:
-    """Base for algorithm configs. Fields listed in ``TRACED`` are floats passed as traced
-    hyperparameters (vmappable across runs); all other fields are static (shapes, loop counts,
-    switches) and fixed at compile time."""
+    """Base for algorithm configs. Each field declares its kind (``pgjax.hparams``):
+    ``traced`` floats may differ across the vmapped runs of one program and reach the rule
+    as arrays (``hp.lr``); ``count`` fields are loop counts (some must divide the batch);
+    ``choice`` fields take one of their values; every other field is static (shapes, loop
+    counts, switches), fixed at compile time."""
 
-    TRACED: ClassVar[tuple[str, ...]] = ()
     # metric name -> message: a run whose update reports the metric > 0 is stopped with it
     ERRORS: ClassVar[dict[str, str]] = {}
-
-    # loop counts that must be >= 1, and those that must also divide the batch evenly
-    COUNTS: ClassVar[tuple[str, ...]] = ()
-    BATCH_DIVISORS: ClassVar[tuple[str, ...]] = ()
-    # string fields -> the values they may take
-    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {}
+    # pgjax 0.2.0's class tuples, read from the fields (with a warning)
+    TRACED, COUNTS = LegacyDeclaration(hp_kinds.TRACED), LegacyDeclaration(hp_kinds.COUNT)
+    BATCH_DIVISORS = LegacyDeclaration(hp_kinds.DIVISOR)
+    CHOICES = LegacyDeclaration(hp_kinds.CHOICES)
 
     def traced(self) -> dict[str, float]:
-        return {k: float(getattr(self, k)) for k in self.TRACED}
+        """{name: value} of the traced fields."""
+        return {k: float(getattr(self, k)) for k in traced_fields(self)}
+
+    def __getitem__(self, name: str):  # pgjax 0.2.0's hp.name, with a warning
+        return legacy_item(self, name)
+
+    def __contains__(self, name: str) -> bool:  # pgjax 0.2.0's "name" in hp
+        return name in traced_fields(self)
 
     def validate(self, batch_size: int, prefix: str,
                  unit: str = "transitions (num_envs x rollout_len)") -> None:
@@ -98,16 +159,16 @@ class AlgoConfig:
         if eps is not None and not eps > 0:
             raise ConfigError(f"adam_eps must be > 0, got {eps}; pass a small positive "
                               f"--{prefix}.adam-eps (e.g. --{prefix}.adam-eps 1e-05)")
-        for name, allowed in self.CHOICES.items():
+        for name, allowed in choice_fields(self).items():
             check_choice(getattr(self, name), allowed, name,
                          f"--{prefix}.{name.replace('_', '-')}")
-        for name in self.COUNTS:
+        for name in count_fields(self):
             if getattr(self, name) < 1:
                 flag = f"--{prefix}.{name.replace('_', '-')}"
                 default = getattr(type(self)(), name)
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}; pass "
                                   f"a positive {flag} (e.g. {flag} {max(default, 1)})")
-        for name in self.BATCH_DIVISORS:
+        for name in divisor_fields(self):
             n = getattr(self, name)
             if batch_size % n:
                 flag = f"--{prefix}.{name.replace('_', '-')}"

@@ -26,9 +26,11 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from pgjax.algos.common import Algorithm
+from pgjax.algos.common import MAX, Algorithm
 from pgjax.algos.pieces import (EpochResult, SGDConfig, SGDState, adam_direction,
                                 clipped_adam_step, kl_penalty, policy_terms, sgd_rule)
+from pgjax.hparams import count, traced
+from pgjax.nets import ACTOR, Parts
 
 
 class Beta(NamedTuple):
@@ -51,47 +53,42 @@ class FixPOConfig(SGDConfig):
     """FixPO hyperparameters; defaults from the authors' runs (the fields declared here
     differ from ``SGDConfig``'s in default or meaning)."""
 
-    eps_kl: float = 0.5
+    eps_kl: float = traced(0.5)
     """Guaranteed bound on every sampled state's KL(pi_old || pi_new) (traced)."""
-    c_beta: float = 3.0
+    c_beta: float = traced(3.0)
     """Target factor: the primary phase aims for max KL <= eps_kl / c_beta (traced)."""
-    beta0: float = 1.0
+    beta0: float = traced(1.0)
     """Initial KL penalty coefficient beta (traced)."""
-    beta_lr: float = 0.01
+    beta_lr: float = traced(0.01)
     """Adam learning rate of beta (traced)."""
-    vf_coef: float = 0.1
+    vf_coef: float = traced(0.1)
     """Value-loss coefficient (traced)."""
     clip_vloss: bool = False
     """Use the clipped (pessimistic) value loss, as the authors' runs do."""
-    max_grad_norm: float = 0.5
+    max_grad_norm: float = traced(0.5)
     """Global gradient-norm clip: over actor and critic together in the primary phase, over
     the actor in the fixup phase (traced)."""
-    target_kl: float = 0.0
+    target_kl: float = traced(0.0)
     """Stop the primary phase's steps (and beta's) once a minibatch's approx-KL exceeds this;
     the fixup phase still runs, so the guarantee holds either way. 0 (the authors'): off
     (traced)."""
-    epochs: int = 10
+    epochs: int = count(10)
     """Primary-phase passes over the batch."""
-    minibatches: int = 4
+    minibatches: int = count(4, divides_batch=True)
     """Primary-phase minibatches per epoch (2048 / 4 = 512, the authors' size)."""
-    fixup_minibatches: int = 2
+    fixup_minibatches: int = count(2, divides_batch=True)
     """Fixup-phase minibatches per pass (2048 / 2 = 1024, the authors' size)."""
     fixup_every_epoch: bool = True
     """Run the fixup phase after every epoch (the authors' paper runs, fixup_every_repeat=1);
     false: only once, after the last epoch."""
-    fixup_max_passes: int = 1000
+    fixup_max_passes: int = count(1000)
     """Cap on fixup passes; reaching it stops training with an error."""
     norm_adv: bool = False
     """Normalise advantages per minibatch (off in the authors' runs)."""
 
-    TRACED = ("lr", "eps_kl", "c_beta", "beta0", "beta_lr", "vf_coef", "ent_coef", "vf_clip_eps",
-              "max_grad_norm", "target_kl")
     ERRORS = {"fixup_cap_hit": "FixPO's fixup phase reached fixup_max_passes without bringing "
                                "every state's KL under eps_kl; lower --fixpo.lr or raise "
                                "--fixpo.fixup-max-passes"}
-
-    COUNTS = ('epochs', 'minibatches', 'fixup_minibatches', 'fixup_max_passes')
-    BATCH_DIVISORS = ('minibatches', 'fixup_minibatches')
 
 
 def make_fixpo(cfg: FixPOConfig, policy) -> Algorithm:
@@ -102,9 +99,9 @@ def make_fixpo(cfg: FixPOConfig, policy) -> Algorithm:
         return pg_loss + kl_penalty(t, x.beta), {"pg_loss": pg_loss, "kl_mb_max": t.kl.max()}
 
     def beta_step(x: Beta, max_kl, hp) -> Beta:
-        grad = hp["eps_kl"] - hp["c_beta"] * max_kl  # d L_beta / d beta
+        grad = hp.eps_kl - hp.c_beta * max_kl  # d L_beta / d beta
         upd, opt = beta_tx.update(grad, x.opt)
-        return Beta(jnp.maximum(x.beta - hp["beta_lr"] * upd, 0.0), opt)
+        return Beta(jnp.maximum(x.beta - hp.beta_lr * upd, 0.0), opt)
 
     def kl_of(actor, mb):
         return policy_terms(policy, actor, mb, False).kl
@@ -116,13 +113,13 @@ def make_fixpo(cfg: FixPOConfig, policy) -> Algorithm:
         def mb_step(c: FixupCarry, mb):  # c.violations counts this pass's violated minibatches
             (_, kl_max), grads = jax.value_and_grad(
                 lambda a: (lambda kl: (c.state.extra.beta * kl.mean(), kl.max()))(kl_of(a, mb)),
-                has_aux=True)(c.params["actor"])
-            new_params, opt, _ = clipped_adam_step(tx, c.state.opt, c.params, {"actor": grads},
-                                                   lr, hp["max_grad_norm"], ("actor",))
+                has_aux=True)(c.params.actor)
+            new_params, opt, _ = clipped_adam_step(tx, c.state.opt, c.params, Parts(grads, None),
+                                                   lr, hp.max_grad_norm, ACTOR)
             new = c._replace(params=new_params, violations=c.violations + 1,
                              state=c.state._replace(opt=opt, extra=beta_step(c.state.extra, kl_max,
                                                                              hp)))
-            return jax.tree.map(lambda a, b: jnp.where(kl_max > hp["eps_kl"], a, b), new, c), None
+            return jax.tree.map(lambda a, b: jnp.where(kl_max > hp.eps_kl, a, b), new, c), None
 
         def one_pass(c):
             c, _ = jax.lax.scan(mb_step, c._replace(violations=jnp.int32(0)), mbs)
@@ -133,7 +130,7 @@ def make_fixpo(cfg: FixPOConfig, policy) -> Algorithm:
                                one_pass, FixupCarry(z, jnp.int32(1), params, state, z))
         return c.params, c.state, {"fixup_steps": c.steps.astype(jnp.float32),
                                    "fixup_cap_hit": (c.violations > 0).astype(jnp.float32),
-                                   "kl_max_before_fixup": kl_of(params["actor"], batch).max()}
+                                   "kl_max_before_fixup": kl_of(params.actor, batch).max()}
 
     def on_epoch(e):
         if cfg.fixup_every_epoch:
@@ -155,6 +152,7 @@ def make_fixpo(cfg: FixPOConfig, policy) -> Algorithm:
             "kl_max_before_fixup": logs["kl_max_before_fixup"].max()}
 
     return sgd_rule("fixpo", cfg, policy, objective,
-                    init=lambda hp: Beta(jnp.float32(hp["beta0"]), beta_tx.init(jnp.float32(0.0))),
+                    init=lambda hp: Beta(jnp.float32(hp.beta0), beta_tx.init(jnp.float32(0.0))),
                     on_minibatch=lambda x, aux, hp: beta_step(x, aux["kl_mb_max"], hp),
-                    on_epoch=on_epoch, on_update=on_update)
+                    on_epoch=on_epoch, on_update=on_update,
+                    metrics={"kl_mb_max": MAX, "kl_max_before_fixup": MAX})

@@ -22,8 +22,8 @@ recorded as ``agent_kl_mean`` / ``agent_kl_max`` / ``agent_ratio_dev_max`` / ``a
 With a centralised critic, the first agent in the order is updated together with the critic
 (exactly the rule's single-agent update, so one agent reproduces the plain rule); the other
 agents run the rule with a critic-free view (its value is 0, so no gradient reaches the
-critic) and the critic's optimiser state is kept from the first pass (every state leaf under
-a ``"critic"`` key is critic state).
+critic) and the critic's optimiser state is kept from the first pass (the ``critic`` part of
+every ``Parts`` in the rule's state).
 
 Agents may differ in observation and action sizes: per-agent parameters are stacked over a
 leading agent axis at the largest size, with zero-padded observations and action dimensions
@@ -33,15 +33,17 @@ permutation inside ``jit`` and ``vmap``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 
-from pgjax.algos.common import Algorithm, Batch
+from pgjax.algos.common import (MAX, Algorithm, Batch, Metric, Updated, reduce_over_agents,
+                                updated)
 from pgjax.algos.pieces import TRUST_REGION, trust_region_stats
 from pgjax.envs.multiagent import Partition
 from pgjax.errors import ConfigError, check_choice
+from pgjax.nets import Parts
 from pgjax.policies import ActorCritic
 from pgjax.registry import AGENT_SCHEMES, caller_file
 
@@ -148,17 +150,16 @@ def tree_set(tree, i, value):
     return jax.tree.map(lambda x, v: x.at[i].set(v), tree, value)
 
 
-def _is_critic_leaf(path) -> bool:
-    """A state leaf under a dict key or a named-state field called "critic"."""
-    return any("critic" in (getattr(k, "key", None), getattr(k, "name", None)) for k in path)
-
-
 def keep_critic_state(states, source):
-    """``states`` (stacked over agents) with every leaf under a "critic" key replaced by the
-    corresponding leaf of the single state ``source``."""
-    return jax.tree_util.tree_map_with_path(
-        lambda p, x, s: jnp.broadcast_to(s, x.shape) if _is_critic_leaf(p) else x, states,
-        source)
+    """``states`` (stacked over agents) with the critic's part of every ``Parts`` in them
+    (its optimiser state) replaced by that of the single state ``source``."""
+    def keep(x, s):
+        if not isinstance(x, Parts):
+            return x
+        return x.replace(critic=jax.tree.map(lambda a, b: jnp.broadcast_to(b, a.shape),
+                                             x.critic, s.critic))
+
+    return jax.tree.map(keep, states, source, is_leaf=lambda x: isinstance(x, Parts))
 
 
 def agent_order(key, n: int, order: str):
@@ -182,95 +183,118 @@ def pass_key(key, m):
 MultiAgentBatch = Batch
 
 
-def make_combinator(rule_factory, rule_cfg, partition: Partition, actor, critic, distribution,
-                    scheme: str, order: str, shared_actor: bool, error_metrics=()) -> Algorithm:
-    """The multi-agent update rule over ``rule_factory(rule_cfg, policy)``.
+class Combinator(NamedTuple):
+    """The multi-agent update over one rule (``make_combinator``): the rule as the first
+    agent of the order runs it (``full``: with the critic, when one is centralised) and as
+    the others do (``actor_only``), the agent policy's view, the scheme, the order, the
+    number of agents, whether one actor is shared, the box action mask per agent (or None)
+    and how the rule's metrics reduce over the agents."""
 
-    params = {"actor": actor params stacked over agents ([1, ...] when shared),
-              "critic": one critic, or stacked over agents for ``independent``}
-    algo_state: the rule's state stacked over actor slots (over agents for independent)."""
+    full: Algorithm
+    actor_only: Algorithm
+    view: AgentPolicy
+    scheme: AgentScheme
+    order: str
+    n: int
+    shared_actor: bool
+    mask: Any
+    declared: Mapping[str, Metric]
+
+    def slot(self, i):
+        return 0 if self.shared_actor else i
+
+    def agent_params(self, params: Parts, i) -> Parts:
+        return Parts(tree_get(params.actor, self.slot(i)),
+                     params.critic if self.scheme.central else tree_get(params.critic, i))
+
+    def agent_batch(self, b: MultiAgentBatch, i, weight) -> Batch:
+        obs = {"agent": b.obs["agent"][:, i], "state": b.obs["state"]}
+        if self.mask is not None:
+            obs["mask"] = jnp.broadcast_to(self.mask[i], b.action[:, i].shape)
+        pick = (lambda x: x) if self.scheme.central else (lambda x: x[:, i])
+        return Batch(obs=obs, action=b.action[:, i], log_prob=b.log_prob[:, i],
+                     dist=jax.tree.map(lambda x: x[:, i], b.dist), value=pick(b.value),
+                     advantage=pick(b.advantage), ret=pick(b.ret), weight=weight)
+
+    def init(self, params: Parts, hp):
+        if self.scheme.central:
+            return jax.vmap(lambda a: self.full.init(Parts(a, params.critic), hp))(params.actor)
+        return jax.vmap(lambda a, c: self.full.init(Parts(a, c), hp))(params.actor,
+                                                                      params.critic)
+
+    def one_pass(self, rule, params: Parts, states, b, i, factor, key, hp, progress):
+        """Agent ``i``'s update by ``rule`` on its batch weighted by ``factor``: (params,
+        states, the factor for the next agent, this agent's metrics)."""
+        batch = self.agent_batch(b, i, factor)
+        new_p, new_s, metrics, _ = updated(rule.update(self.agent_params(params, i),
+                                                       tree_get(states, self.slot(i)), batch,
+                                                       key, hp, progress))
+        # this agent's own trust region (the trainer records the joint policy's)
+        metrics = {**{k: v for k, v in metrics.items() if k not in TRUST_REGION},
+                   **{f"agent_{k}": v for k, v in
+                      trust_region_stats(self.view, new_p.actor, batch).items()}}
+        if self.scheme.next_factor is not None:
+            d = self.view.dist(new_p.actor, batch.obs)
+            ratio = jnp.exp(self.view.distribution.log_prob(d, batch.action) - batch.log_prob)
+            factor = self.scheme.next_factor(factor, jax.lax.stop_gradient(ratio))
+        central = self.scheme.central
+        params = Parts(tree_set(params.actor, self.slot(i), new_p.actor),
+                       new_p.critic if central and rule is self.full else
+                       params.critic if central else tree_set(params.critic, i, new_p.critic))
+        return params, tree_set(states, self.slot(i), new_s), factor, metrics
+
+    def update(self, params: Parts, states, b: MultiAgentBatch, key, hp, progress,
+               refresh=None) -> Updated:
+        perm = agent_order(key, self.n, self.order)
+        factor = jnp.ones(b.log_prob.shape[0], jnp.float32)
+        params, states, factor, first = self.one_pass(self.full, params, states, b, perm[0],
+                                                      factor, pass_key(key, 0), hp, progress)
+        critic_state = tree_get(states, self.slot(perm[0]))
+        per_agent = jax.tree.map(lambda x: jnp.asarray(x)[None], first)
+        if self.n > 1:
+            def body(carry, m):
+                params, states, factor = carry
+                params, states, factor, metrics = self.one_pass(
+                    self.actor_only, params, states, b, perm[m], factor, pass_key(key, m), hp,
+                    progress)
+                return (params, states, factor), metrics
+
+            (params, states, factor), rest = jax.lax.scan(body, (params, states, factor),
+                                                          jnp.arange(1, self.n))
+            per_agent = jax.tree.map(lambda a, r: jnp.concatenate([a, r]), per_agent, rest)
+            if self.scheme.central:
+                states = keep_critic_state(states, critic_state)
+        metrics = reduce_over_agents(per_agent, self.declared, self.scheme.central)
+        metrics["factor_dev_max"] = jnp.abs(factor - 1.0).max()
+        metrics["first_agent"] = perm[0].astype(jnp.float32)
+        return Updated(params, states, metrics)
+
+
+# the combinator's own metrics, and the per-agent trust region's, reduced over the agents
+AGENT_METRICS = {"agent_kl_max": MAX, "agent_ratio_dev_max": MAX, "factor_dev_max": MAX}
+
+
+def make_combinator(rule_factory, rule_cfg, partition: Partition, actor, critic, distribution,
+                    scheme: str, order: str, shared_actor: bool) -> Algorithm:
+    """The multi-agent update rule over ``rule_factory(rule_cfg, policy)`` (``Combinator``).
+
+    params = Parts(actor=actor params stacked over agents ([1, ...] when shared),
+                   critic=one critic, or stacked over agents for ``independent``)
+    algo_state: the rule's state stacked over actor slots (over agents for independent).
+    A metric reduces over the agents as the rule declares it (``Algorithm.metrics``); one
+    the rule's config names in ``ERRORS`` by its maximum (a failure of any agent)."""
     combine = AGENT_SCHEMES.get(scheme)
     if order not in ORDERS:
         raise ConfigError(f"unknown agent order '{order}'; use one of {', '.join(ORDERS)}")
-    n = partition.n_agents
     central = combine.central
     full = rule_factory(rule_cfg, AgentPolicy(actor, critic, distribution,
                                               "state" if central else "agent"))
     actor_only = rule_factory(rule_cfg, AgentPolicy(actor, critic, distribution, None)) \
         if central else full
-    box = partition.action.kind == "box"
-    mask = jnp.asarray(partition.action_mask) if box else None
-    slot = (lambda i: 0) if shared_actor else (lambda i: i)
-    policy_view = AgentPolicy(actor, critic, distribution, None)
-
-    def agent_params(params, i):
-        return {"actor": tree_get(params["actor"], slot(i)),
-                "critic": params["critic"] if central else tree_get(params["critic"], i)}
-
-    def agent_batch(b: MultiAgentBatch, i, weight):
-        obs = {"agent": b.obs["agent"][:, i], "state": b.obs["state"]}
-        if box:
-            obs["mask"] = jnp.broadcast_to(mask[i], b.action[:, i].shape)
-        pick = (lambda x: x) if central else (lambda x: x[:, i])
-        return Batch(obs=obs, action=b.action[:, i], log_prob=b.log_prob[:, i],
-                     dist=jax.tree.map(lambda x: x[:, i], b.dist), value=pick(b.value),
-                     advantage=pick(b.advantage), ret=pick(b.ret), weight=weight)
-
-    def init(params, hp):
-        if central:
-            return jax.vmap(lambda a: full.init({"actor": a, "critic": params["critic"]}, hp))(
-                params["actor"])
-        return jax.vmap(lambda a, c: full.init({"actor": a, "critic": c}, hp))(
-            params["actor"], params["critic"])
-
-    def one_pass(rule, params, states, b, i, factor, key, hp, progress):
-        batch = agent_batch(b, i, factor)
-        new_p, new_s, metrics = rule.update(agent_params(params, i), tree_get(states, slot(i)),
-                                            batch, key, hp, progress)
-        # this agent's own trust region (the trainer records the joint policy's)
-        metrics = {**{k: v for k, v in metrics.items() if k not in TRUST_REGION},
-                   **{f"agent_{k}": v for k, v in
-                      trust_region_stats(policy_view, new_p["actor"], batch).items()}}
-        if combine.next_factor is not None:
-            d = policy_view.dist(new_p["actor"], batch.obs)
-            ratio = jnp.exp(distribution.log_prob(d, batch.action) - batch.log_prob)
-            factor = combine.next_factor(factor, jax.lax.stop_gradient(ratio))
-        params = {"actor": tree_set(params["actor"], slot(i), new_p["actor"]),
-                  "critic": new_p["critic"] if central and rule is full else
-                  params["critic"] if central else tree_set(params["critic"], i, new_p["critic"])}
-        return params, tree_set(states, slot(i), new_s), factor, metrics
-
-    def update(params, states, b: MultiAgentBatch, key, hp, progress):
-        perm = agent_order(key, n, order)
-        size = b.log_prob.shape[0]
-        factor = jnp.ones(size, jnp.float32)
-        params, states, factor, first = one_pass(full, params, states, b, perm[0], factor,
-                                                 pass_key(key, 0), hp, progress)
-        critic_state = tree_get(states, slot(perm[0]))
-        per_agent = jax.tree.map(lambda x: jnp.asarray(x)[None], first)
-        if n > 1:
-            def body(carry, m):
-                params, states, factor = carry
-                params, states, factor, metrics = one_pass(
-                    actor_only, params, states, b, perm[m], factor, pass_key(key, m), hp,
-                    progress)
-                return (params, states, factor), metrics
-
-            (params, states, factor), rest = jax.lax.scan(body, (params, states, factor),
-                                                          jnp.arange(1, n))
-            per_agent = jax.tree.map(lambda a, r: jnp.concatenate([a, r]), per_agent, rest)
-            if central:
-                states = keep_critic_state(states, critic_state)
-        metrics = {}
-        for k, v in per_agent.items():
-            if central and k.startswith("v_loss"):
-                metrics[k] = v[0]  # only the first pass trains the critic
-            elif "max" in k or k in error_metrics:
-                metrics[k] = v.max()
-            else:
-                metrics[k] = v.mean()
-        metrics["factor_dev_max"] = jnp.abs(factor - 1.0).max()
-        metrics["first_agent"] = perm[0].astype(jnp.float32)
-        return params, states, metrics
-
-    return Algorithm(f"{scheme}:{getattr(full, 'name', 'rule')}", rule_cfg, init, update)
+    mask = jnp.asarray(partition.action_mask) if partition.action.kind == "box" else None
+    declared = {**full.metrics, **{k: MAX for k in getattr(rule_cfg, "ERRORS", {})},
+                **AGENT_METRICS}
+    c = Combinator(full, actor_only, AgentPolicy(actor, critic, distribution, None), combine,
+                   order, partition.n_agents, shared_actor, mask, declared)
+    return Algorithm(f"{scheme}:{getattr(full, 'name', 'rule')}", rule_cfg, c.init, c.update,
+                     declared)

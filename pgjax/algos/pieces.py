@@ -20,7 +20,7 @@ An epoch hook that stops the remaining epochs, cleanrl's ``target_kl`` (the buil
 ``--ppo.target-kl-mode per_epoch`` does the same)::
 
     def kl_stop(e):  # e.minibatch: this epoch's per-minibatch metrics, [minibatches]
-        stop = e.minibatch["approx_kl"][-1] > e.hp["kl_stop"]
+        stop = e.minibatch["approx_kl"][-1] > e.hp.kl_stop
         return EpochResult(e.params, e.state, stop=stop)
 
 (``examples/ppo_epoch_kl_stop.py`` registers it as a rule with a traced ``kl_stop`` option.)
@@ -36,10 +36,10 @@ A PPO with an adaptive KL penalty, for instance (the built-in ``ppo_kl`` is this
         return pg_loss + kl_penalty(t, beta), {"pg_loss": pg_loss}
 
     def adapt(u):  # beta doubles or halves with the batch KL after the update
-        beta = adapt_kl_coef(u.state.extra, u.stats["kl_mean"], u.hp["d_targ"])
+        beta = adapt_kl_coef(u.state.extra, u.stats["kl_mean"], u.hp.d_targ)
         return u.params, u.state._replace(extra=beta), {"beta": beta}
 
-    sgd_rule("ppo_kl", cfg, policy, objective, init=lambda hp: jnp.float32(hp["beta0"]),
+    sgd_rule("ppo_kl", cfg, policy, objective, init=lambda hp: jnp.float32(hp.beta0),
              on_update=adapt)
 """
 from __future__ import annotations
@@ -51,11 +51,21 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from pgjax.algos.common import AlgoConfig, Algorithm, Batch
+from pgjax.algos.common import (CRITIC_LOSS, MAX, PER_UPDATE, AlgoConfig, Algorithm, Batch,
+                                Metric, Updated)
+from pgjax.algos.losses import (PolicyTerms, actor_critic_loss, adapt_kl_coef, clipped_surrogate,
+                                kl_penalty, normalize_advantage, policy_terms, ratio_surrogate,
+                                surrogate_objective, value_loss, weighted)
+from pgjax.hparams import choice, count, traced
+from pgjax.nets import BOTH, Parts
 
-PARTS = ("actor", "critic")
+PARTS = BOTH  # the parts a step updates by default (a ``Parts`` of bools)
 # the trust-region diagnostics, as ``trust_region_stats`` names them
 TRUST_REGION = ("kl_mean", "kl_max", "ratio_dev_max", "entropy")
+# how the metrics of ``sgd_rule`` reduce (``Metric``; the others: the mean over the steps
+# taken and over the agents)
+SGD_METRICS = {"v_loss": CRITIC_LOSS, "grad_steps": Metric(steps="sum"), "lr": PER_UPDATE,
+               "kl_max": MAX, "ratio_dev_max": MAX}
 
 
 # -- settings ------------------------------------------------------------------------------
@@ -65,26 +75,26 @@ class SGDConfig(AlgoConfig):
     coefficients, the gradient clip, the loop counts and the early stop. A rule's config
     subclasses it (or ``PPOConfig``) and adds its own fields."""
 
-    lr: float = 3e-4
+    lr: float = traced(3e-4)
     """Adam learning rate (traced; linearly annealed to 0 when anneal_lr)."""
-    vf_coef: float = 0.5
+    vf_coef: float = traced(0.5)
     """Value-loss coefficient c_v (traced)."""
-    ent_coef: float = 0.0
+    ent_coef: float = traced(0.0)
     """Entropy-bonus coefficient c_e (traced)."""
-    vf_clip_eps: float = 0.2
+    vf_clip_eps: float = traced(0.2)
     """Value clipping range, used when clip_vloss (traced)."""
-    max_grad_norm: float = 0.5
+    max_grad_norm: float = traced(0.5)
     """Global gradient-norm clip over actor and critic together (traced)."""
-    target_kl: float = 0.0
+    target_kl: float = traced(0.0)
     """Early stop of the update on the k3 approx-KL estimate mean[(r - 1) - log r] of a
     minibatch before its step (traced); 0 disables. When it stops: target_kl_mode."""
-    target_kl_mode: str = "per_minibatch"
+    target_kl_mode: str = choice("per_minibatch", ("per_minibatch", "per_epoch"))
     """per_minibatch: the step of the first minibatch whose approx-KL exceeds target_kl is
     the last one taken; per_epoch (cleanrl's): checked after every epoch, on the epoch's
     last minibatch, and the remaining epochs are skipped."""
-    epochs: int = 10
+    epochs: int = count(10)
     """Passes over the batch per update."""
-    minibatches: int = 32
+    minibatches: int = count(32, divides_batch=True)
     """Minibatches per epoch; the batch (num_envs * rollout_len) must divide evenly."""
     norm_adv: bool = True
     """Normalise advantages per minibatch."""
@@ -106,10 +116,6 @@ class SGDConfig(AlgoConfig):
     every epoch after the first (Tianshou's ``recompute_advantage``; Andrychowicz et al.
     2021, sec. 3.5); off: GAE once per rollout."""
 
-    TRACED = ("lr", "vf_coef", "ent_coef", "vf_clip_eps", "max_grad_norm", "target_kl")
-    COUNTS = ("epochs", "minibatches")
-    BATCH_DIVISORS = ("minibatches",)
-    CHOICES = {"target_kl_mode": ("per_minibatch", "per_epoch")}
 
     def validate(self, batch_size: int, prefix: str, *args, **kw) -> None:
         super().validate(batch_size, prefix, *args, **kw)
@@ -120,124 +126,6 @@ class SGDConfig(AlgoConfig):
                               f"as 0.01")
 
 
-# -- loss terms ----------------------------------------------------------------------------
-def normalize_advantage(adv):
-    """Advantages shifted and scaled to mean 0 and std 1 (over the given axis-free array)."""
-    return (adv - adv.mean()) / (adv.std() + 1e-8)
-
-
-def weighted(adv, batch: Batch):
-    """The advantage an update rule optimises: ``adv`` times ``batch.weight`` when given."""
-    return adv if batch.weight is None else adv * batch.weight
-
-
-class PolicyTerms(NamedTuple):
-    """The policy being updated on a minibatch, next to the behaviour policy that collected
-    it: its distribution ``dist``, ``log_ratio`` = log pi(a|s) - log pi_old(a|s), ``ratio``,
-    the advantage ``adv`` to optimise (normalised when asked, times ``Batch.weight``), and,
-    computed on use, ``kl`` = KL(pi_old || pi) and ``entropy``, per sample."""
-
-    dist: Any
-    old_dist: Any
-    distribution: Any
-    log_ratio: jax.Array
-    ratio: jax.Array
-    adv: jax.Array
-
-    @property
-    def kl(self) -> jax.Array:
-        return self.distribution.kl(self.old_dist, self.dist)
-
-    @property
-    def entropy(self) -> jax.Array:
-        return self.distribution.entropy(self.dist)
-
-
-def policy_terms(policy, actor_params, mb: Batch, norm_adv: bool) -> PolicyTerms:
-    """``PolicyTerms`` of ``actor_params`` on the minibatch ``mb`` (``policy``: the view a
-    rule is given, with ``dist(actor_params, obs)`` and ``distribution``)."""
-    d = policy.dist(actor_params, mb.obs)
-    log_ratio = policy.distribution.log_prob(d, mb.action) - mb.log_prob
-    adv = weighted(normalize_advantage(mb.advantage) if norm_adv else mb.advantage, mb)
-    return PolicyTerms(d, mb.dist, policy.distribution, log_ratio, jnp.exp(log_ratio), adv)
-
-
-def ratio_surrogate(ratio, adv, hp):
-    """Per-sample r A, the unclipped surrogate (to be maximised)."""
-    return ratio * adv
-
-
-def clipped_surrogate(ratio, adv, hp):
-    """Per-sample PPO objective min(r A, clip(r, 1 - eps, 1 + eps) A), eps = hp["clip_eps"]
-    (to be maximised)."""
-    eps = hp["clip_eps"]
-    return jnp.minimum(ratio * adv, jnp.clip(ratio, 1.0 - eps, 1.0 + eps) * adv)
-
-
-def surrogate_objective(surrogate: Callable) -> Callable:
-    """An objective from a per-sample ``surrogate(ratio, adv, hp)`` to maximise: the loss
-    -mean(surrogate)."""
-    return lambda t, hp, extra: -surrogate(t.ratio, t.adv, hp).mean()
-
-
-def kl_penalty(t: PolicyTerms, coef):
-    """``coef`` times the mean per-sample KL(pi_old || pi): a penalty term for an objective."""
-    return coef * t.kl.mean()
-
-
-def adapt_kl_coef(coef, kl, target, tolerance: float = 1.5, factor: float = 2.0):
-    """Schulman et al. (2017, sec. 4): ``coef`` x factor when ``kl`` > tolerance x target,
-    / factor when ``kl`` < target / tolerance, else unchanged."""
-    return jnp.where(kl > tolerance * target, coef * factor,
-                     jnp.where(kl < target / tolerance, coef / factor, coef))
-
-
-def value_loss(v, v_old, ret, clip_eps=None):
-    """0.5 * mean squared error; with ``clip_eps`` the PPO2 pessimistic clipped form
-    0.5 * max[(V - R)^2, (V_old + clip(V - V_old, +-eps) - R)^2]."""
-    err = (v - ret) ** 2
-    if clip_eps is not None:
-        v_clip = v_old + jnp.clip(v - v_old, -clip_eps, clip_eps)
-        err = jnp.maximum(err, (v_clip - ret) ** 2)
-    return 0.5 * err.mean()
-
-
-def _loss_and_aux(out):
-    return out if isinstance(out, tuple) else (out, {})
-
-
-def actor_critic_loss(cfg: SGDConfig, policy, objective: Callable) -> Callable:
-    """loss(params, mb, hp, extra=()) -> (loss, aux) with
-    loss = objective + c_v L_V - c_e H; aux: pg_loss (the objective, unless the objective's
-    own aux names its surrogate part so), v_loss, approx_kl (the k3 estimate
-    mean[(r - 1) - log r]), clip_frac (|r - 1| > hp["clip_eps"], when the rule has one; for
-    the S2PG product policy also clip_frac_a and clip_frac_z, the same test on the action's
-    and the internal state's factor of r alone) and whatever else the objective returns as
-    its own aux."""
-
-    def loss_fn(params, mb, hp, extra=()):
-        t = policy_terms(policy, params["actor"], mb, cfg.norm_adv)
-        pg_loss, own = _loss_and_aux(objective(t, hp, extra))
-        v = policy.value(params["critic"], mb.obs)
-        v_loss = value_loss(v, mb.value, mb.ret, hp["vf_clip_eps"] if cfg.clip_vloss else None)
-        loss = pg_loss + hp["vf_coef"] * v_loss - hp["ent_coef"] * t.entropy.mean()
-        aux = {"pg_loss": pg_loss, "v_loss": v_loss,
-               "approx_kl": ((t.ratio - 1.0) - t.log_ratio).mean()}
-        if cfg.desired_kl > 0:  # the KL-adaptive step size reads the exact mean KL
-            aux["policy_kl"] = t.kl.mean()
-        if "clip_eps" in hp:
-            aux["clip_frac"] = (jnp.abs(t.ratio - 1.0) > hp["clip_eps"]).mean()
-            z_log_prob = getattr(t.distribution, "z_log_prob", None)
-            if z_log_prob is not None:  # S2PG: r = r_a r_z, each factor's clip fraction too
-                log_rz = z_log_prob(t.dist, mb.action) - z_log_prob(t.old_dist, mb.action)
-                for part, log_r in (("a", t.log_ratio - log_rz), ("z", log_rz)):
-                    aux[f"clip_frac_{part}"] = (jnp.abs(jnp.exp(log_r) - 1.0)
-                                                > hp["clip_eps"]).mean()
-        return loss, {**aux, **own}
-
-    return loss_fn
-
-
 # -- optimiser -----------------------------------------------------------------------------
 def adam_direction(eps: float = 1e-5) -> optax.GradientTransformation:
     """Adam's update direction without a learning rate (``clipped_adam_step`` scales it, so
@@ -245,30 +133,34 @@ def adam_direction(eps: float = 1e-5) -> optax.GradientTransformation:
     return optax.scale_by_adam(eps=eps)
 
 
-def clipped_adam_step(tx, opt, params, grads, lr, max_grad_norm, parts=PARTS):
-    """One step on the named ``parts`` of ``params`` (the others are left alone): the
-    gradients of those parts clipped jointly to global norm ``max_grad_norm`` (traced), the
-    direction of ``tx`` per part (``opt``: its state per part), a step of size ``lr``.
-    Returns (params, opt, pre-clip gradient norm)."""
-    g_norm = optax.tree.norm({p: grads[p] for p in parts})
+def clipped_adam_step(tx, opt: Parts, params: Parts, grads: Parts, lr, max_grad_norm,
+                      parts: Parts = PARTS):
+    """One step on the ``parts`` of ``params`` (a ``Parts`` of bools; the others are left
+    alone): the gradients of those parts clipped jointly to global norm ``max_grad_norm``
+    (traced), the direction of ``tx`` per part (``opt``: its state per part), a step of size
+    ``lr``. Returns (params, opt, pre-clip gradient norm)."""
+    g_norm = optax.tree.norm(grads.chosen(parts))
     scale = jnp.minimum(1.0, max_grad_norm / (g_norm + 1e-12))
-    params, opt = dict(params), dict(opt)
-    for p in parts:
-        updates, opt[p] = tx.update(jax.tree.map(lambda g: g * scale, grads[p]), opt[p],
-                                    params[p])
-        params[p] = jax.tree.map(lambda w, u: w - lr * u, params[p], updates)
-    return params, opt, g_norm
+
+    def step(w, g, o):
+        updates, o = tx.update(jax.tree.map(lambda x: x * scale, g), o, w)
+        return jax.tree.map(lambda a, u: a - lr * u, w, updates), o
+
+    new = params.map(step, grads, opt, which=parts)  # (params, opt) of the parts stepped
+    return (new.map(lambda n: n[0], which=parts), opt.map(lambda o, n: n[1], new, which=parts),
+            g_norm)
 
 
-def annealed_lr(cfg: SGDConfig, hp, progress, key: str = "lr"):
-    """hp[key], linearly annealed to 0 over training when ``cfg.anneal_lr``."""
-    return hp[key] * (1.0 - progress) if cfg.anneal_lr else hp[key]
+def annealed_lr(cfg: SGDConfig, hp, progress):
+    """hp.lr, linearly annealed to 0 over training when ``cfg.anneal_lr``."""
+    return hp.lr * (1.0 - progress) if cfg.anneal_lr else hp.lr
 
 
 # -- the loop ------------------------------------------------------------------------------
 class SGDState(NamedTuple):
-    """The state of a rule built by ``sgd_rule``: Adam's state per part ({"actor": ...,
-    "critic": ...}) and ``extra``, the rule's own state (() when it has none)."""
+    """The state of a rule built by ``sgd_rule``: Adam's state per part (a ``Parts``; () for
+    a part the rule does not step) and ``extra``, the rule's own state (() when it has
+    none)."""
 
     opt: dict
     extra: Any = ()
@@ -313,7 +205,7 @@ class EpochView(NamedTuple):
     params: Any
     state: Any
     batch: Batch
-    hp: dict
+    hp: Any  # the rule's config, its traced fields as arrays
     lr: Any
     last: Any
     minibatch: dict
@@ -353,12 +245,13 @@ def shuffled_minibatches(key, batch, num_minibatches: int):
 
 def kl_early_stop(target_kl_mode: str = "per_minibatch") -> Callable:
     """The ``target_kl`` early stop as hooks: (per-minibatch test, epoch hook or None). A
-    test is true once hp["target_kl"] > 0 and the minibatch's approx_kl exceeds it:
+    test is true once hp.target_kl > 0 and the minibatch's approx_kl exceeds it:
     ``per_minibatch`` after any minibatch (that step is the last), ``per_epoch`` (cleanrl's)
     on each epoch's last minibatch, stopping the remaining epochs."""
 
     def over(hp, kl):
-        return (hp["target_kl"] > 0) & (kl > hp["target_kl"]) if "target_kl" in hp else False
+        limit = getattr(hp, "target_kl", None)  # TRPO's critic fit has none
+        return False if limit is None else (limit > 0) & (kl > limit)
 
     if target_kl_mode == "per_minibatch":
         return (lambda aux, hp: over(hp, aux["approx_kl"]) if "approx_kl" in aux else False), None
@@ -368,7 +261,7 @@ def kl_early_stop(target_kl_mode: str = "per_minibatch") -> Callable:
 
 def run_epochs(loss_fn: Callable, tx, epochs: int, minibatches: int, *,
                on_minibatch: Optional[Callable] = None, on_epoch: Optional[Callable] = None,
-               parts=PARTS, grad_norm_key: str = "max_grad_norm",
+               parts=PARTS,
                target_kl_mode: str = "per_minibatch", desired_kl: float = 0.0) -> Callable:
     """``run(params, state, batch, key, hp, lr, refresh=None) -> EpochsResult``: ``epochs``
     passes over ``batch`` in ``minibatches`` shuffled minibatches (before every epoch after
@@ -389,10 +282,10 @@ def run_epochs(loss_fn: Callable, tx, epochs: int, minibatches: int, *,
         new = c.state
         if desired_kl > 0:  # the rate for this step from the KL before it (rsl_rl's order)
             new = new._replace(lr_scale=adapt_lr_scale(new.lr_scale, aux["policy_kl"],
-                                                       desired_kl, hp["lr"]))
+                                                       desired_kl, hp.lr))
             lr = lr * new.lr_scale
         params, opt, g_norm = clipped_adam_step(tx, c.state.opt, c.params, grads, lr,
-                                                hp[grad_norm_key], parts)
+                                                hp.max_grad_norm, parts)
         extra = on_minibatch(c.state.extra, aux, hp) if on_minibatch else c.state.extra
         take = ~c.stopped
         params, state = jax.tree.map(lambda n, o: jnp.where(take, n, o),
@@ -457,7 +350,7 @@ class UpdateView(NamedTuple):
     params: Any
     state: SGDState
     batch: Batch
-    hp: dict
+    hp: Any
     lr: Any
     stats: dict
     epoch_logs: dict
@@ -467,11 +360,12 @@ class UpdateView(NamedTuple):
 def sgd_rule(name: str, cfg: SGDConfig, policy, objective: Callable, *,
              init: Optional[Callable] = None, on_minibatch: Optional[Callable] = None,
              on_epoch: Optional[Callable] = None, on_update: Optional[Callable] = None,
-             parts=PARTS) -> Algorithm:
+             parts=PARTS, metrics: Optional[dict] = None) -> Algorithm:
     """An update rule of ``cfg.epochs`` x ``cfg.minibatches`` Adam steps on
     ``actor_critic_loss(cfg, policy, objective)`` (see the module docstring for the hooks).
     Metrics: the minibatch ones averaged over the steps taken, grad_norm, grad_steps, lr,
-    then whatever ``on_update`` returns."""
+    then whatever ``on_update`` returns; ``metrics`` declares how the rule's own ones reduce
+    where it is not the mean (``SGD_METRICS`` are declared already)."""
     tx = adam_direction(cfg.adam_eps)
     loop = run_epochs(actor_critic_loss(cfg, policy, objective), tx, cfg.epochs,
                       cfg.minibatches, on_minibatch=on_minibatch, on_epoch=on_epoch,
@@ -479,7 +373,8 @@ def sgd_rule(name: str, cfg: SGDConfig, policy, objective: Callable, *,
                       desired_kl=cfg.desired_kl)
 
     def init_fn(params, hp):
-        opt = {p: tx.init(params[p]) for p in parts}
+        opt = Parts(*(tx.init(p) if on else () for p, on in
+                      ((params.actor, parts.actor), (params.critic, parts.critic))))
         extra = init(hp) if init is not None else ()
         if cfg.desired_kl > 0:
             return ScaledSGDState(opt, extra, jnp.float32(1.0))
@@ -494,18 +389,16 @@ def sgd_rule(name: str, cfg: SGDConfig, policy, objective: Callable, *,
         metrics = {**r.metrics, "grad_steps": r.grad_steps, "lr": lr}
         if on_update is not None:
             view = UpdateView(params, state, batch, hp, lr,
-                              trust_region_stats(policy, params["actor"], batch), r.epoch_logs,
+                              trust_region_stats(policy, params.actor, batch), r.epoch_logs,
                               r.grad_steps)
             params, state, own = on_update(view)
             metrics.update(own)
-        if refresh is not None:
-            return params, state, metrics, r.refresh_carry
-        return params, state, metrics
+        return Updated(params, state, metrics, r.refresh_carry if refresh is not None else ())
 
-    return Algorithm(name, cfg, init_fn, update)
+    return Algorithm(name, cfg, init_fn, update, {**SGD_METRICS, **(metrics or {})})
 
 
-__all__ = ["PARTS", "TRUST_REGION", "EpochResult", "EpochView", "EpochsResult", "PolicyTerms", "SGDConfig", "SGDState", "ScaledSGDState", "StepCarry",
+__all__ = ["PARTS", "SGD_METRICS", "TRUST_REGION", "EpochResult", "EpochView", "EpochsResult", "PolicyTerms", "SGDConfig", "SGDState", "ScaledSGDState", "StepCarry",
            "UpdateView", "actor_critic_loss", "adam_direction", "adapt_kl_coef", "adapt_lr_scale",
            "annealed_lr",
            "clipped_adam_step", "clipped_surrogate", "kl_early_stop", "kl_penalty", "normalize_advantage",

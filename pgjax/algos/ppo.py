@@ -15,16 +15,15 @@ import jax.numpy as jnp
 from pgjax.algos.common import Algorithm
 from pgjax.algos.pieces import (SGDConfig, adapt_kl_coef, clipped_surrogate, kl_penalty,
                                 ratio_surrogate, sgd_rule, surrogate_objective)
+from pgjax.hparams import traced
 
 
 @dataclasses.dataclass(frozen=True)
 class PPOConfig(SGDConfig):
     """PPO hyperparameters; defaults are the reference continuous-control settings."""
 
-    clip_eps: float = 0.2
+    clip_eps: float = traced(0.2)
     """Ratio clipping range epsilon (traced)."""
-
-    TRACED = ("lr", "clip_eps", "vf_coef", "ent_coef", "vf_clip_eps", "max_grad_norm", "target_kl")
 
 
 def make_ppo(cfg: PPOConfig, policy) -> Algorithm:
@@ -40,14 +39,12 @@ class PPOKLConfig(PPOConfig):
     recorded as ``beta``. clip_eps is used only when clip (clip_frac reports |r - 1| >
     clip_eps either way)."""
 
-    d_targ: float = 0.01
+    d_targ: float = traced(0.01)
     """Target mean KL per update (traced)."""
-    beta0: float = 1.0
+    beta0: float = traced(1.0)
     """Initial penalty coefficient beta (traced)."""
     clip: bool = False
     """Also clip the surrogate, as RLlib's PPO does."""
-
-    TRACED = PPOConfig.TRACED + ("d_targ", "beta0")
 
 
 def make_ppo_kl(cfg: PPOKLConfig, policy) -> Algorithm:
@@ -58,8 +55,8 @@ def make_ppo_kl(cfg: PPOKLConfig, policy) -> Algorithm:
         return pg_loss + kl_penalty(t, beta), {"pg_loss": pg_loss}
 
     def adapt(u):
-        beta = adapt_kl_coef(u.state.extra, u.stats["kl_mean"], u.hp["d_targ"])
+        beta = adapt_kl_coef(u.state.extra, u.stats["kl_mean"], u.hp.d_targ)
         return u.params, u.state._replace(extra=beta), {"beta": beta}
 
-    return sgd_rule("ppo_kl", cfg, policy, objective, init=lambda hp: jnp.float32(hp["beta0"]),
+    return sgd_rule("ppo_kl", cfg, policy, objective, init=lambda hp: jnp.float32(hp.beta0),
                     on_update=adapt)

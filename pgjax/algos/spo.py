@@ -28,7 +28,7 @@ class SPOConfig(PPOConfig):
 
 def spo_surrogate(ratio, adv, hp):
     """Per-sample SPO objective (to be maximised)."""
-    eps = hp["clip_eps"]
+    eps = hp.clip_eps
     return ratio * adv - jnp.abs(adv) / (2.0 * eps) * (ratio - 1.0) ** 2
 
 

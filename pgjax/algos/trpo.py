@@ -21,9 +21,11 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from pgjax.algos.common import AlgoConfig, Algorithm
+from pgjax.algos.common import CRITIC_LOSS, AlgoConfig, Algorithm, Updated
 from pgjax.algos.pieces import (SGDState, adam_direction, normalize_advantage, run_epochs,
                                 value_loss, weighted)
+from pgjax.hparams import count, traced
+from pgjax.nets import CRITIC, Parts
 
 
 CGCarry = NamedTuple("CGCarry", [("i", Any), ("x", Any), ("r", Any), ("p", Any), ("rr", Any)])
@@ -36,31 +38,26 @@ LineSearchCarry.__doc__ = "Backtracking carry: steps tried, whether one was acce
 class TRPOConfig(AlgoConfig):
     """TRPO hyperparameters; defaults from the reference implementations."""
 
-    delta: float = 0.01
+    delta: float = traced(0.01)
     """Trust-region radius: bound on the mean KL(pi_old || pi_new) (traced)."""
-    damping: float = 0.1
+    damping: float = traced(0.1)
     """Damping added to the Fisher matrix (traced)."""
-    backtrack: float = 0.8
+    backtrack: float = traced(0.8)
     """Line-search shrink factor c (traced)."""
-    vf_lr: float = 1e-3
+    vf_lr: float = traced(1e-3)
     """Critic Adam learning rate (traced)."""
-    max_grad_norm: float = 0.5
+    max_grad_norm: float = traced(0.5)
     """Global gradient-norm clip for the critic (traced)."""
-    cg_iters: int = 10
+    cg_iters: int = count(10)
     """Conjugate-gradient iterations."""
-    ls_steps: int = 10
+    ls_steps: int = count(10)
     """Backtracking line-search steps."""
-    vf_epochs: int = 5
+    vf_epochs: int = count(5)
     """Critic epochs per update."""
-    vf_minibatches: int = 32
+    vf_minibatches: int = count(32, divides_batch=True)
     """Critic minibatches per epoch; the batch must divide evenly."""
     norm_adv: bool = True
     """Normalise advantages over the batch."""
-
-    TRACED = ("delta", "damping", "backtrack", "vf_lr", "max_grad_norm")
-
-    COUNTS = ('cg_iters', 'ls_steps', 'vf_epochs', 'vf_minibatches')
-    BATCH_DIVISORS = ('vf_minibatches',)
 
 
 def conjugate_gradient(matvec, b, iters: int, tol: float = 1e-10):
@@ -103,41 +100,41 @@ def make_trpo(cfg: TRPOConfig, policy) -> Algorithm:
     tx = adam_direction(1e-5)
 
     def critic_loss(params, mb, hp, extra):
-        v_loss = value_loss(policy.value(params["critic"], mb.obs), mb.value, mb.ret)
+        v_loss = value_loss(policy.value(params.critic, mb.obs), mb.value, mb.ret)
         return v_loss, {"v_loss": v_loss}
 
     fit_critic = run_epochs(critic_loss, tx, cfg.vf_epochs, cfg.vf_minibatches,
-                            parts=("critic",))
+                            parts=CRITIC)
 
     def init(params, hp):
-        return SGDState({"critic": tx.init(params["critic"])})
+        return SGDState(Parts((), tx.init(params.critic)))
 
-    def update(params, state, batch, key, hp, progress):
-        flat0, unravel = ravel_pytree(params["actor"])
+    def update(params, state, batch, key, hp, progress, refresh=None):
+        flat0, unravel = ravel_pytree(params.actor)
         adv = normalize_advantage(batch.advantage) if cfg.norm_adv else batch.advantage
 
         surrogate, mean_kl = policy_objectives(policy, batch, weighted(adv, batch), unravel)
-        fvp = fisher_vector_product(mean_kl, flat0, hp["damping"])
+        fvp = fisher_vector_product(mean_kl, flat0, hp.damping)
 
         loss0, g = jax.value_and_grad(surrogate)(flat0)
         x = conjugate_gradient(fvp, g, cfg.cg_iters)
         xfx = x @ fvp(x)
-        step = x * jnp.sqrt(2.0 * hp["delta"] / jnp.maximum(xfx, 1e-12))
+        step = x * jnp.sqrt(2.0 * hp.delta / jnp.maximum(xfx, 1e-12))
 
         def ls_body(c):
-            flat = flat0 + hp["backtrack"] ** c.j.astype(jnp.float32) * step
-            ok = (mean_kl(flat) <= hp["delta"]) & (surrogate(flat) - loss0 > 0)
+            flat = flat0 + hp.backtrack ** c.j.astype(jnp.float32) * step
+            ok = (mean_kl(flat) <= hp.delta) & (surrogate(flat) - loss0 > 0)
             return LineSearchCarry(c.j + 1, ok, jnp.where(ok, flat, flat0))
 
         ls = jax.lax.while_loop(lambda c: (c.j < cfg.ls_steps) & ~c.ok, ls_body,
                                 LineSearchCarry(jnp.int32(0), jnp.bool_(False), flat0))
-        fit = fit_critic({"actor": unravel(ls.flat), "critic": params["critic"]}, state, batch,
-                         key, hp, hp["vf_lr"])
+        fit = fit_critic(Parts(unravel(ls.flat), params.critic), state, batch,
+                         key, hp, hp.vf_lr)
         metrics = {"v_loss": fit.metrics["v_loss"], "grad_norm": fit.metrics["grad_norm"],
                    "pg_loss": -surrogate(ls.flat), "ls_steps": ls.j.astype(jnp.float32),
                    "accepted": ls.ok.astype(jnp.float32), "cg_xfx": xfx,
                    "step_norm": jnp.linalg.norm(ls.flat - flat0),
                    "grad_steps": 1.0 + fit.grad_steps}
-        return fit.params, fit.state, metrics
+        return Updated(fit.params, fit.state, metrics)
 
-    return Algorithm("trpo", cfg, init, update)
+    return Algorithm("trpo", cfg, init, update, {"v_loss": CRITIC_LOSS})
