@@ -14,16 +14,15 @@ from typing import Annotated, Optional
 
 import tyro
 
-from pgjax.algos import (ALGORITHMS, BUILTIN, FixPOConfig, PPOConfig, PPOKLConfig, SPOConfig,
-                         TRPOConfig)
+from pgjax.algos import ALGORITHMS
 from pgjax.algos.multiagent import ALIASES, AgentsConfig
-from pgjax.envs import BraxOptions, GymOptions, PlaygroundOptions, family_of
+from pgjax.envs import family_of
 from pgjax.errors import ConfigError
 from pgjax.hparams import traced, traced_fields
-from pgjax.kinds import NetConfig, RecurrentConfig, StatefulConfig, WindowConfig
+from pgjax.kinds import NetConfig
 from pgjax.normalize import NormConfig
 from pgjax.options import (INT_MAX, LEGACY, RENAMED, _check_hparam, _parse_option, check_finite,
-                           config_class, fill_label, flat_options, load_plugins, parse_grid,
+                           component_options, config_class, fill_label, flat_options, load_plugins, parse_grid,
                            with_options)
 from pgjax.registry import AGENT_SCHEMES, POLICY_KINDS, plugin_loaded
 from pgjax.run_options import RunOptions
@@ -63,39 +62,20 @@ class TrainConfig(RunOptions):
     """Python modules or .py files imported first; they may register update rules,
     environment families, policy kinds and agent schemes (pgjax.registry)."""
     algo_options: tuple[str, ...] = ()
-    """Settings of a registered (plugin) update rule as name=value, e.g. --algo-options
-    lr=1e-3 beta=0.5 (or --<rule>.<name> value)."""
+    """Settings of the update rule as name=value, e.g. --algo-options lr=1e-3 beta=0.5
+    (the same as --<rule>.<name> value; applied after them)."""
     custom: Annotated[Optional[object], tyro.conf.Suppress] = None
-    """(Python API) the config instance of a registered update rule; --algo-options apply
-    on top."""
+    """(Python API) the config instance of the update rule, in place of its --<rule>.*
+    settings; --algo-options apply on top."""
     norm: NormConfig = NormConfig()
     """Observation and reward normalisation."""
     net: NetConfig = NetConfig()
     """Networks of every policy kind."""
-    stateful: StatefulConfig = StatefulConfig()
-    """--policy stateful (S2PG)."""
-    recurrent: RecurrentConfig = RecurrentConfig()
-    """--policy recurrent."""
-    window: WindowConfig = WindowConfig()
-    """--policy window."""
     agents: AgentsConfig = AgentsConfig()
     """Multi-agent training."""
-    brax: BraxOptions = BraxOptions()
-    """brax: and mabrax: environments."""
-    gym: GymOptions = GymOptions()
-    """gym: environments."""
-    playground: PlaygroundOptions = PlaygroundOptions()
-    """playground: environments (MuJoCo Playground)."""
-    ppo: PPOConfig = PPOConfig()
-    """PPO settings."""
-    trpo: TRPOConfig = TRPOConfig()
-    """TRPO settings."""
-    spo: SPOConfig = SPOConfig()
-    """SPO settings (clip_eps is SPO's epsilon)."""
-    fixpo: FixPOConfig = FixPOConfig()
-    """FixPO settings."""
-    ppo_kl: PPOKLConfig = PPOKLConfig()
-    """PPO with the adaptive KL penalty (Schulman et al. 2017, sec. 4) settings."""
+    # one sub-config per registered component with settings of its own (policy kinds'
+    # --stateful.* ..., environment families' --brax.* ..., update rules' --ppo.* ...):
+    # added from the registries by ``config_class``, the built-in ones as a plugin's
 
     @property
     def rule(self) -> str:
@@ -112,19 +92,27 @@ class TrainConfig(RunOptions):
             return self.agent_update
         return "sequential" if family_of(self.env)[0].multi_agent else None
 
+    def section(self, key: str):
+        """The sub-config ``key`` (``--<key>.*``: ``norm``, ``net``, ``agents``, or the
+        settings a registered component declares: a rule's, a policy kind's, an environment
+        family's); a component registered after this config's class was made (a plugin
+        loaded later) has its defaults."""
+        if any(f.name == key for f in dataclasses.fields(self)):
+            return getattr(self, key)
+        cls = component_options(key)
+        return cls() if cls is not None else None
+
     @property
     def algo_config(self):
-        """The selected update rule's config: the built-in group (--ppo.* ...) or, for a
-        registered rule, ``custom`` (or its defaults) with ``algo_options`` applied."""
+        """The selected update rule's config (``--<rule>.*``, or ``custom`` in Python) with
+        ``algo_options`` applied."""
         load_plugins(self.plugins)
-        if self.rule in BUILTIN:
-            return getattr(self, self.rule)
         if self.rule not in ALGORITHMS:
             raise ConfigError(f"unknown algorithm '{self.algo}'; use --algo with one of "
                               f"{', '.join([*ALGORITHMS, *ALIASES])} (or register one from "
                               f"--plugins)")
-        cls = ALGORITHMS[self.rule][0]
-        cfg = self.custom if self.custom is not None else getattr(self, self.rule, cls())
+        cls = ALGORITHMS[self.rule].config
+        cfg = self.custom if self.custom is not None else self.section(self.rule)
         if not isinstance(cfg, cls):
             raise ConfigError(f"custom config for '{self.rule}' must be a {cls.__name__}, "
                               f"got {type(cfg).__name__}")
@@ -134,7 +122,7 @@ class TrainConfig(RunOptions):
     def env_options(self):
         """The settings of this run's environment family (its sub-config), or None."""
         key = family_of(self.env)[0].options_key
-        return getattr(self, key) if key else None
+        return self.section(key) if key else None
 
     def used(self) -> tuple[str, ...]:
         """The sub-configs this run reads: normalisation, networks, its rule's, and those of
@@ -153,7 +141,7 @@ class TrainConfig(RunOptions):
         def is_static(key):
             head, dot, tail = key.partition(".")
             owner = self if not dot else self.algo_config if head == self.rule else \
-                getattr(self, head, None)
+                self.section(head)
             return dataclasses.is_dataclass(owner) and hasattr(owner, tail or head)
 
         return parse_grid(self.grid, self.base_hparams(), is_static)
@@ -166,9 +154,6 @@ class TrainConfig(RunOptions):
         if self.label:
             fill_label(self.label, flat_options(self.to_dict()))
         self.algo_config  # unknown algorithm -> ConfigError
-        if self.rule in BUILTIN and self.algo_options:
-            raise ConfigError(f"--algo-options is for registered (plugin) rules; set "
-                              f"{self.rule}'s options with --{self.rule}.<name>")
         if self.algo in ALIASES and self.agent_update not in (None, ALIASES[self.algo][1]):
             raise ConfigError(f"--algo {self.algo} means --agent-update {ALIASES[self.algo][1]}; "
                               f"drop --agent-update or use --algo {self.rule}")
@@ -185,12 +170,12 @@ class TrainConfig(RunOptions):
         self.validate_run(family)
         for key in self.used():  # the sub-configs of components not used are not read
             if key not in ALGORITHMS:
-                getattr(getattr(self, key), "validate", lambda cfg: None)(self)
+                getattr(self.section(key), "validate", lambda cfg: None)(self)
         check_finite(self)
         from pgjax.options import check_hparams
 
         check_hparams(self)  # every run's traced values: the options', or the grid's
-        own = getattr(self, kind.options_key) if kind.options_key else None
+        own = self.section(kind.options_key) if kind.options_key else None
         if hasattr(own, "sequences"):  # a kind that trains on sequences, not transitions
             self.algo_config.validate(own.sequences(self), self.rule,
                                       "sequences (num_envs x rollout_len / bptt_len)")
@@ -203,8 +188,8 @@ class TrainConfig(RunOptions):
         ``<config>.<field>`` sets a sub-config's field; a rule's only for the selected rule,
         or for every rule named when ``every_rule`` (presets hold settings for several)."""
         return with_options(self, options, where, renamed=RENAMED,
-                            skip=lambda head: head in BUILTIN and not (every_rule
-                                                                       or head == self.rule))
+                            skip=lambda head: head in ALGORITHMS and not (every_rule
+                                                                          or head == self.rule))
 
     @classmethod
     def from_record(cls, recorded: dict, plugins=None) -> "TrainConfig":
@@ -258,9 +243,11 @@ class TrainConfig(RunOptions):
             if f.name == "custom" or (dataclasses.is_dataclass(v) and f.name not in used):
                 continue
             d[f.name] = dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v
-        if self.rule not in BUILTIN:
-            d[self.rule] = dataclasses.asdict(self.algo_config)
+        d[self.rule] = dataclasses.asdict(self.algo_config)  # --algo-options / custom applied
         return d
 
+
+# the sub-configs of the built-in components, from the registries as a plugin's are
+TrainConfig = config_class(TrainConfig)
 
 __all__ = ["INT_MAX", "LEGACY", "RENAMED", "TrainConfig", "config_class"]

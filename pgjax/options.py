@@ -355,18 +355,35 @@ def check_counts(owner, names, prefix: str = "--") -> None:
                               f"(e.g. {flag} {default})")
 
 
+def components() -> dict[str, type]:
+    """{key: options class} of every registered component with settings of its own, in
+    registration order: policy kinds' and environment families' (``--<options_key>.*``),
+    then update rules' (``--<rule>.*``), built-in and plugin alike."""
+    from pgjax.algos import ALGORITHMS
+    from pgjax.registry import ENV_FAMILIES, POLICY_KINDS
+
+    out = {}
+    for registry in (POLICY_KINDS, ENV_FAMILIES):
+        out.update({c.options_key: c.options for _, c in registry.items() if c.options_key})
+    out.update({name: rule.config for name, rule in ALGORITHMS.items()})
+    return out
+
+
+def component_options(key: str):
+    """The options class of the registered component whose settings are ``--<key>.*``,
+    or None."""
+    return components().get(key)
+
+
 def config_class(base: type, plugins=()) -> type:
-    """``base`` (``TrainConfig``) with a sub-config field for every component ``plugins``
-    (imported here) register with settings of their own: a rule's (``--<rule>.*``), a policy
-    kind's or an environment family's (``--<options_key>.*``), with help from their
-    docstrings. The same components give the same class."""
+    """``base`` with a sub-config field for every registered component (``components``:
+    the built-in ones and those ``plugins``, imported here, register) not yet a field of
+    it, with help from their docstrings. The same components give the same class."""
     from pgjax.algos import ALGORITHMS
     from pgjax.registry import ENV_FAMILIES, POLICY_KINDS
 
     load_plugins(plugins)
-    extra = {name: rule.config for name, rule in ALGORITHMS.items()}
-    for registry in (POLICY_KINDS, ENV_FAMILIES):
-        extra.update({c.options_key: c.options for _, c in registry.items() if c.options_key})
+    extra = components()
     fields = {f.name: f for f in dataclasses.fields(base)}
     for k, v in extra.items():  # a component's options named like one of pgjax's own
         f = fields.get(k)
@@ -380,13 +397,15 @@ def config_class(base: type, plugins=()) -> type:
                         del registry[name]
             raise ConfigError(f"a plugin's component has options under '{k}', which is "
                               f"pgjax's own option '--{k}'; register it under another name")
-    extra = tuple(sorted((k, v) for k, v in extra.items() if k not in fields))
+    extra = tuple((k, v) for k, v in extra.items() if k not in fields)
     if not extra:
         return base
     if (base, extra) not in _EXTENDED:
-        _EXTENDED[(base, extra)] = dataclasses.make_dataclass(
+        cls = dataclasses.make_dataclass(
             base.__name__, [(k, v, dataclasses.field(default=v())) for k, v in extra],
-            bases=(base,), frozen=True)
+            bases=(base,), frozen=True, namespace={"__doc__": base.__doc__})
+        cls.__module__, cls.__qualname__ = base.__module__, base.__qualname__
+        _EXTENDED[(base, extra)] = cls
     return _EXTENDED[(base, extra)]
 
 

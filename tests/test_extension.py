@@ -85,12 +85,26 @@ def test_plugin_rule_through_cli(plugin, tmp_path, capsys):
 @pytest.mark.parametrize("args, message", [
     (["--algo", "no_such_rule"], "unknown algorithm 'no_such_rule'"),
     (["--plugins", "no_such_module_xyz", "--algo", "ppo"], "cannot import plugin"),
-    (["--algo-options", "lr=1"], "--algo-options is for registered"),
+    (["--algo-options", "lrr=1"], "bad --algo-options entry 'lrr=1'"),
 ])
 def test_plugin_errors_are_one_line(args, message, tmp_path, capsys):
     code = main(["train", "--out", str(tmp_path), *args])
     err = capsys.readouterr().err.strip()
     assert code == 2 and message in err and len(err.splitlines()) == 1, err
+
+
+def test_built_in_rules_are_configured_as_registered_ones():
+    """A built-in rule's settings are a sub-config made from the rule registry, as a
+    plugin's: --algo-options and ``custom`` apply to it, and the record holds the result."""
+    from pgjax.algos import ALGORITHMS, TRPOConfig
+    from pgjax.options import components
+
+    assert all(dataclasses.is_dataclass(TrainConfig().section(k)) for k in components())
+    assert list(ALGORITHMS)[:5] == ["ppo", "trpo", "spo", "fixpo", "ppo_kl"]
+    cfg = TrainConfig(algo="ppo", algo_options=("lr=1e-3",))
+    assert cfg.algo_config.lr == 1e-3 and cfg.to_dict()["ppo"]["lr"] == 1e-3
+    custom = TrainConfig(algo="trpo", custom=TRPOConfig(delta=0.02))
+    assert custom.algo_config.delta == 0.02 and custom.to_dict()["trpo"]["delta"] == 0.02
 
 
 def test_bad_plugin_option(plugin):

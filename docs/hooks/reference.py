@@ -257,6 +257,12 @@ def _flag(name: str, field: dataclasses.Field, default) -> str:
     return flag(name)
 
 
+def _class_summary(cls) -> str:
+    """The first paragraph of a class's docstring: a sub-config's description where its
+    field has none of its own (the components' sub-configs come from the registries)."""
+    return inspect.cleandoc(cls.__doc__ or "").split("\n\n")[0]
+
+
 def config_sections() -> list[dict]:
     """The typed config as sections: the run's own options, then one per sub-config; each
     option with its flag, type, default and docstring."""
@@ -270,7 +276,7 @@ def config_sections() -> list[dict]:
     for f in dataclasses.fields(cls):
         if f.name in subs:
             sections.append({"key": f.name, "title": f"`--{f.name.replace('_', '-')}.*`",
-                             "class": subs[f.name], "doc": top_docs.get(f.name, ""),
+                             "class": subs[f.name], "doc": top_docs.get(f.name) or _class_summary(subs[f.name]),
                              "options": []})
     for section in sections:
         owner = section["class"]

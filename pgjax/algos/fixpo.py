@@ -51,7 +51,7 @@ class FixupCarry(NamedTuple):
 @dataclasses.dataclass(frozen=True)
 class FixPOConfig(SGDConfig):
     """FixPO hyperparameters; defaults from the authors' runs (the fields declared here
-    differ from ``SGDConfig``'s in default or meaning)."""
+    differ from SGDConfig's in default or meaning)."""
 
     eps_kl: float = traced(0.5)
     """Guaranteed bound on every sampled state's KL(pi_old || pi_new) (traced)."""

@@ -36,7 +36,7 @@ class PPOKLConfig(PPOConfig):
     after each update beta doubles when the batch's mean KL exceeds 1.5 d_targ and halves
     below d_targ / 1.5 (Schulman et al. 2017, sec. 4; RLlib's PPO adds the penalty to the
     clipped surrogate: clip true). beta is part of the rule's state (checkpointed) and
-    recorded as ``beta``. clip_eps is used only when clip (clip_frac reports |r - 1| >
+    recorded as beta. clip_eps is used only when clip (clip_frac reports |r - 1| >
     clip_eps either way)."""
 
     d_targ: float = traced(0.01)
