@@ -89,6 +89,41 @@ def _with_empty(target, restored):
     return jax.tree.map(lambda t, r: t if getattr(t, "size", 1) == 0 else r, target, restored)
 
 
+def _is_parts(x) -> bool:
+    from pgjax.nets import Parts
+
+    return isinstance(x, Parts)
+
+
+def _parts_as_dicts(tree):
+    """``tree`` with each ``Parts`` that holds None for a part as the dict of its other part,
+    as pgjax 0.2.0 saved it; None where there is no such ``Parts``."""
+    import jax
+
+    found = []
+
+    def old(x):
+        if _is_parts(x) and (x.actor is None or x.critic is None):
+            found.append(x)
+            return {k: v for k, v in (("actor", x.actor), ("critic", x.critic)) if v is not None}
+        return x
+
+    out = jax.tree.map(old, tree, is_leaf=_is_parts)
+    return out if found else None
+
+
+def _dicts_as_parts(target, restored):
+    """``restored`` (read with ``_parts_as_dicts(target)``) with ``target``'s ``Parts``."""
+    import jax
+
+    def back(t, r):
+        if _is_parts(t) and isinstance(r, dict):
+            return t.replace(**{k: r[k] for k in ("actor", "critic") if getattr(t, k) is not None})
+        return r
+
+    return jax.tree.map(back, target, restored, is_leaf=_is_parts)
+
+
 class Checkpoints:
     """The checkpoints of one run directory. Orbax (slow to import) and its manager are set
     up at the first save or restore: a run too short to checkpoint never pays for them."""
@@ -135,12 +170,26 @@ class Checkpoints:
             atomic_write_json(path, digests)
 
     def restore(self, step: int, target):
-        """(state, meta) of checkpoint ``step``; ``target`` gives structure, dtypes, sharding."""
+        """(state, meta) of checkpoint ``step``; ``target`` gives structure, dtypes, sharding.
+        A checkpoint of pgjax 0.2.0, where a rule kept state for one part only (TRPO's
+        critic optimiser, a ``{"critic": ...}`` dict), restores into its ``Parts``."""
         import orbax.checkpoint as ocp
 
-        out = self.manager.restore(step, args=ocp.args.Composite(
-            state=ocp.args.StandardRestore(_without_empty(target)), meta=ocp.args.JsonRestore()))
-        return _with_empty(target, out.state), out.meta
+        def restore(tree):
+            return self.manager.restore(step, args=ocp.args.Composite(
+                state=ocp.args.StandardRestore(_without_empty(tree)),
+                meta=ocp.args.JsonRestore()))
+
+        try:
+            out = restore(target)
+            state = out.state
+        except ValueError as e:
+            older = _parts_as_dicts(target)
+            if "tree structures do not match" not in str(e) or older is None:
+                raise
+            out = restore(older)
+            state = _dicts_as_parts(target, out.state)
+        return _with_empty(target, state), out.meta
 
     def drop_after(self, step: int) -> None:
         """Remove the steps newer than ``step`` (after a resume from it: they were damaged,

@@ -21,7 +21,8 @@ class Parts:
     """One value for each network of an actor-critic: their parameters (``params.actor``,
     ``params.critic``), their optimiser states, their recurrent states. A pytree whose leaves
     flatten actor first, as a ``{"actor", "critic"}`` dict did, and whose state dict (what
-    ``params.msgpack`` and checkpoints hold) is that dict."""
+    ``params.msgpack`` and checkpoints hold) is that dict (a part a rule keeps nothing for,
+    None, was absent from the dict: ``pgjax.checkpoint`` restores such checkpoints)."""
 
     actor: Any
     critic: Any

@@ -15,3 +15,30 @@ def test_records_equal_the_kept_ones_to_the_bit(case, tmp_path):
     kept = (HERE / f"{case}.csv").read_text()
     now = records(case, tmp_path)
     assert now.splitlines() == kept.splitlines()
+
+
+def test_a_checkpoint_saved_with_one_part_dicts_restores_into_parts(tmp_path):
+    """pgjax 0.2.0 kept a rule's per-part state as a dict of the parts it had (TRPO's
+    critic optimiser: ``{"critic": ...}``); such a checkpoint restores into today's
+    ``Parts(None, ...)``, values and all, and today's own checkpoints round-trip as before."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    from pgjax.checkpoint import Checkpoints
+    from pgjax.nets import Parts
+
+    old = {"opt": {"critic": {"mu": jnp.arange(3.0)}}, "params": {"actor": jnp.ones(2),
+                                                                 "critic": jnp.zeros(2)}}
+    ckpt = Checkpoints(tmp_path / "old")
+    ckpt.save(1, old, {"chunk": 1})
+    target = {"opt": Parts(None, {"mu": jnp.zeros(3)}),
+              "params": Parts(jnp.zeros(2), jnp.ones(2))}
+    state, meta = ckpt.restore(1, target)
+    assert isinstance(state["opt"], Parts) and state["opt"].actor is None
+    np.testing.assert_array_equal(state["opt"].critic["mu"], [0.0, 1.0, 2.0])
+    np.testing.assert_array_equal(state["params"].actor, [1.0, 1.0])
+    assert meta == {"chunk": 1}
+    now = Checkpoints(tmp_path / "new")
+    now.save(1, state, {"chunk": 1})
+    again, _ = now.restore(1, target)
+    np.testing.assert_array_equal(again["opt"].critic["mu"], [0.0, 1.0, 2.0])

@@ -373,7 +373,7 @@ def sgd_rule(name: str, cfg: SGDConfig, policy, objective: Callable, *,
                       desired_kl=cfg.desired_kl)
 
     def init_fn(params, hp):
-        opt = Parts(*(tx.init(p) if on else () for p, on in
+        opt = Parts(*(tx.init(p) if on else None for p, on in
                       ((params.actor, parts.actor), (params.critic, parts.critic))))
         extra = init(hp) if init is not None else ()
         if cfg.desired_kl > 0:

@@ -107,7 +107,7 @@ def make_trpo(cfg: TRPOConfig, policy) -> Algorithm:
                             parts=CRITIC)
 
     def init(params, hp):
-        return SGDState(Parts((), tx.init(params.critic)))
+        return SGDState(Parts(None, tx.init(params.critic)))
 
     def update(params, state, batch, key, hp, progress, refresh=None):
         flat0, unravel = ravel_pytree(params.actor)
