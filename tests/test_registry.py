@@ -51,6 +51,36 @@ def test_no_module_matches_a_component_name_outside_its_owner():
     assert not found, found
 
 
+# reads of actor-critic parameters or hyperparameters by string (``params["actor"]``,
+# ``hp["clip_eps"]``): allowed only where pgjax 0.2.0's spelling is kept alive with a warning
+STRING_READ = re.compile(r'\[\s*"(actor|critic)"\s*\]|\bhp\s*\[\s*["\']')
+STRING_READ_OWNERS = ("pgjax/nets.py", "pgjax/hparams.py")
+# an evaluation column spelled out (eval_return, eval_return_std, eval_length, ...): only in
+# the evaluation component
+EVAL_COLUMN = re.compile(r'["\']eval_(return|length)(_stochastic)?(_std)?["\']')
+
+
+def _offending(pattern, owners) -> dict:
+    found = {}
+    for path in sorted((ROOT / "pgjax").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if not rel.startswith(owners):
+            hits = [ln.strip() for ln in path.read_text().splitlines() if pattern.search(ln)]
+            if hits:
+                found[rel] = hits
+    return found
+
+
+def test_parameters_and_hyperparameters_are_read_by_attribute_and_eval_columns_named_once():
+    planted = ['w = params["actor"]', 'v = state.params["critic"]["w"]', 'eps = hp["clip_eps"]',
+               "lr = e.hp['lr']"]
+    assert all(STRING_READ.search(line) for line in planted)  # the check can fail
+    assert EVAL_COLUMN.search('df["eval_return_stochastic"]') and EVAL_COLUMN.search(
+        "cols = ('eval_length',)")
+    assert not _offending(STRING_READ, STRING_READ_OWNERS)
+    assert not _offending(EVAL_COLUMN, ("pgjax/evaluation.py",))
+
+
 def _train(tmp_path, *args, name="r"):
     return main(["train", "--steps", "4096", "--num-envs", "8", "--rollout-len", "32",
                  "--eval-every", "4", "--evals", "2", "--eval-envs", "4", "--quiet",
