@@ -29,6 +29,7 @@ def read_json(path: Path, what: str, fix: str | None = None) -> dict:
 
 METRICS = "metrics.csv"  # a run's per-update rows while it trains
 PACKED = "metrics.csv.gz"  # the same rows, compressed, once its run directory has finished
+ID_BYTES = 200  # the longest run id: a folder name (at most 255 bytes) with room to spare
 
 
 def metrics_file(run_dir) -> Path | None:
