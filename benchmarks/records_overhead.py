@@ -1,5 +1,5 @@
 """What record keeping costs a run: the host time spent writing records (metrics rows,
-parameters, progress lines, sinks: ``pgjax.runner._record``), saving checkpoints
+parameters, progress lines, sinks: ``pgjax.chunk_loop._record``), saving checkpoints
 (``Checkpoints.save``) and finishing (``RunRecords.finish``: summary, curve, status), as a
 fraction of the run's wall time, measured inside one ``pgjax train`` run.
 
@@ -22,6 +22,7 @@ from pathlib import Path
 
 def measure(env: str, steps: int, seeds: int, checkpoint_seconds: float) -> dict:
     import pgjax.checkpoint
+    import pgjax.chunk_loop
     import pgjax.records
     import pgjax.runner
     from pgjax import TrainConfig
@@ -40,7 +41,7 @@ def measure(env: str, steps: int, seeds: int, checkpoint_seconds: float) -> dict
 
         setattr(owner, name, wrapper)
 
-    timed(pgjax.runner, "_record", "record")
+    timed(pgjax.chunk_loop, "_record", "record")
     timed(pgjax.checkpoint.Checkpoints, "save", "checkpoint")
     timed(pgjax.records.RunRecords, "finish", "finish")
     with tempfile.TemporaryDirectory() as out:

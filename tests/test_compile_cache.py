@@ -81,11 +81,11 @@ def test_rerun_loads_traced_programs_with_identical_records(tmp_path, monkeypatc
 
     from helpers import assert_same_records
 
-    import pgjax.runner as runner
+    import pgjax.vmapped as vmapped
     from pgjax import TrainConfig, Trainer, run
 
     programs = tmp_path / "programs"
-    monkeypatch.setattr(runner, "program_dir", lambda: programs)
+    monkeypatch.setattr(vmapped, "program_dir", lambda: programs)
     traced = []
     chunk_evaluated = Trainer.chunk_evaluated
     monkeypatch.setattr(Trainer, "chunk_evaluated",
@@ -103,7 +103,7 @@ def test_rerun_loads_traced_programs_with_identical_records(tmp_path, monkeypatc
         run(dataclasses.replace(cfg, name="other", gae_lambda=0.9))
         assert len(traced) == n + 2  # another config: another program
         with monkeypatch.context() as m:
-            m.setattr(runner, "program_dir", lambda: None)
+            m.setattr(vmapped, "program_dir", lambda: None)
             run(dataclasses.replace(cfg, name="plain"))
         assert len(traced) == n + 3
         root = tmp_path / f"s{seeds}"

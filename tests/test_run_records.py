@@ -80,7 +80,7 @@ def test_an_overwrite_whose_new_runs_all_fail_keeps_the_old_run(tmp_path, monkey
     """Exit 3 with every new run failed: the finished run it was to replace is put back (the
     failed records kept in .trash); with some failed, the old run stays in .trash and the
     warning says where and how to restore it."""
-    import pgjax.runner
+    import pgjax.chunk_loop
 
     assert _train(tmp_path, "--seeds", "2") == 0
     root = tmp_path / "r"
@@ -92,14 +92,14 @@ def test_an_overwrite_whose_new_runs_all_fail_keeps_the_old_run(tmp_path, monkey
                                         f"{first_iter + 1})") for r in active if r in which}
         return find
 
-    monkeypatch.setattr(pgjax.runner, "find_failures", failing({0, 1}))
+    monkeypatch.setattr(pgjax.chunk_loop, "find_failures", failing({0, 1}))
     assert _train(tmp_path, "--seeds", "2", "--overwrite", "--ppo.lr", "1e-3") == 3
     err = capsys.readouterr().err
     assert "every run of the new one failed" in err and "replaced again" in err, err
     assert is_finished(root) and _snapshot(root) == before
     failed = list((tmp_path / ".trash").glob("r-*/runs/seed*/status.json"))
     assert len(failed) == 2  # the new run's records, kept
-    monkeypatch.setattr(pgjax.runner, "find_failures", failing({0}))
+    monkeypatch.setattr(pgjax.chunk_loop, "find_failures", failing({0}))
     assert _train(tmp_path, "--seeds", "2", "--overwrite", "--ppo.lr", "1e-3") == 3
     err = capsys.readouterr().err
     kept = [p for p in (tmp_path / ".trash").iterdir()
@@ -626,8 +626,8 @@ def test_a_full_disk_while_training_is_one_line_and_the_run_resumes(tmp_path, mo
                                                                      capsys):
     """ENOSPC writing a record, or no room for a checkpoint: one line naming the file, exit
     3, nothing marked finished, no temporary file left; --resume then finishes it."""
+    import pgjax.chunk_loop
     import pgjax.files
-    import pgjax.runner
     from pgjax.rundir import inspect, read_rows
 
     root = tmp_path / "r"
@@ -640,7 +640,7 @@ def test_a_full_disk_while_training_is_one_line_and_the_run_resumes(tmp_path, mo
     assert inspect(root).state == "unfinished" and not list(root.rglob(".*.tmp"))
     monkeypatch.undo()
     Free = type("Usage", (), {"free": 0})
-    monkeypatch.setattr(pgjax.runner.shutil, "disk_usage", lambda p: Free)
+    monkeypatch.setattr(pgjax.chunk_loop.shutil, "disk_usage", lambda p: Free)
     assert _train(tmp_path, *args, "--resume") == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert "checkpoint: the storage is full" in err[-1] and len(err) <= 2, err
