@@ -37,6 +37,8 @@ from pgjax.errors import ConfigError
 from pgjax.evaluation import (DETERMINISTIC, RETURN_LABELS,  # noqa: F401 (re-exported)
                               STOCHASTIC, TRAIN_RETURN)
 from pgjax.references import reference_for
+from pgjax.verdicts import (MIN_SEEDS, Verdict, VerdictError,  # noqa: F401 (re-exported)
+                            spread_label, verdict, welch_interval)
 # in the order the API reference lists them (the order of their source): the frames read from
 # run directories, then the bootstrap intervals
 from pgjax.run_tables import (STATUSES, EVAL_SOURCES, RUN_COLUMNS,  # noqa: F401 (re-exported)
@@ -251,4 +253,5 @@ __all__ = ["EVAL_CURVE_POINTS", "EVAL_SOURCES", "ESTIMATORS", "FINAL_WINDOW", "R
            "bootstrap_cis", "curve_source", "eval_source", "failures", "finals",
            "find_run_dirs", "improvement_probabilities", "interval_estimates", "load",
            "metrics", "point_estimates", "probability_of_improvement", "return_points",
-           "run_metrics", "run_table", "runs", "score_matrices", "status_counts"]
+           "run_metrics", "run_table", "runs", "score_matrices", "status_counts",
+           "MIN_SEEDS", "Verdict", "VerdictError", "spread_label", "verdict", "welch_interval"]
