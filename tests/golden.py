@@ -1,6 +1,6 @@
 """Tiny runs of every built-in update rule kind whose records are kept in
 ``tests/data/golden`` (metrics without wall-clock columns, one CSV per run): a refactor that
-changes none of the computation leaves them identical to the bit. ``python -m tests.golden``
+changes none of the computation leaves them identical to the bit. ``python tests/golden.py``
 rewrites them, for a change that means to alter what a run computes (say so in its commit)."""
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
 """The same seed gives the same records, to the bit, as the runs kept in tests/data/golden
-(written by ``python -m tests.golden``): PPO with a traced-hyperparameter grid and every
+(written by ``python tests/golden.py``): PPO with a traced-hyperparameter grid and every
 diagnostic, TRPO, SPO, FixPO, S2PG (the stateful policy) and HAPPO (the sequential
 multi-agent combinator)."""
 from __future__ import annotations
 
 import pytest
 
-from tests.golden import CASES, HERE, records
+from golden import CASES, HERE, records
 
 
 @pytest.mark.slow
