@@ -50,7 +50,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 from pgjax import TrainConfig, Trainer
 from pgjax.algos import PPOConfig
 from pgjax.envs import GymOptions
-from pgjax.runner import run_keys, stack_hparams
+from pgjax.loop.runner import run_keys, stack_hparams
 
 EPOCHS, MINIBATCHES, CLIP, LR, GAMMA, LAM = 10, 32, 0.2, 3e-4, 0.99, 0.95
 

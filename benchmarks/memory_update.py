@@ -19,8 +19,8 @@ import jax
 
 from pgjax import TrainConfig
 from pgjax.algos import PPOConfig
-from pgjax.runner import stack_hparams
-from pgjax.train import make_trainer
+from pgjax.loop.runner import stack_hparams
+from pgjax.training.train import make_trainer
 
 
 def _best(fn, repeats):

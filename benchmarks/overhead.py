@@ -60,7 +60,7 @@ import jax
 cfg = parse_train(sys.argv[2:])
 trainer = Trainer(cfg)
 runs = cfg.runs()
-from pgjax.runner import run_keys, stack_hparams
+from pgjax.loop.runner import run_keys, stack_hparams
 keys, _ = run_keys(runs)
 hps = stack_hparams(runs)
 if len(runs) == 1:  # one run: the unbatched program, as pgjax train compiles it
@@ -108,7 +108,7 @@ def pgjax_train(args: list[str], cache: Path, out: Path, name: str) -> dict:
         raise SystemExit(f"pgjax train failed: {p.stderr.strip().splitlines()[-1]}")
 
     root = out / name
-    from pgjax.results import run_metrics
+    from pgjax.analysis.results import run_metrics
 
     run_dirs = sorted(p for p in (root / "runs").iterdir() if p.is_dir())
     m = run_metrics(run_dirs[0])

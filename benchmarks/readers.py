@@ -68,7 +68,7 @@ def _metrics_text(cfg, rng, level: float) -> str:
 
 def small(out: Path, name: str, **options):
     """The config of a small run: ``SMALL`` with ``options``, in ``out/name``."""
-    from pgjax.config import TrainConfig
+    from pgjax.training.config import TrainConfig
 
     return TrainConfig(**{**SMALL, **options}, out=str(out), name=name)
 
@@ -77,8 +77,8 @@ def make_run_dir(cfg, rng, finish: bool = True) -> Path:
     """The run directory of ``cfg`` as ``pgjax train`` leaves it (``finish``: compressed
     metrics and ``status.json``, no figure; else its plain metrics.csv, as before
     ``RunRecords.finish``)."""
-    from pgjax.records import RunRecords, atomic_write_json
-    from pgjax.rundir import pack_metrics
+    from pgjax.loop.records import RunRecords, atomic_write_json
+    from pgjax.core.rundir import pack_metrics
 
     (Path(cfg.out) / cfg.name).mkdir(parents=True, exist_ok=True)
     records = RunRecords.create(cfg, cfg.runs())
@@ -126,7 +126,7 @@ def bench_plot(a, work: Path) -> list[dict]:
         dirs = [str(pool / name) for name in names[:n]]
         for k, pgjax in enumerate(a.pgjax):
             figures = work / f"figures_{n}_{k}"
-            code = ("import sys; from pgjax.plotting import plot_main; "
+            code = ("import sys; from pgjax.tools.plotting import plot_main; "
                     f"sys.exit(plot_main({dirs!r} + ['--out', {str(figures)!r}]))")
             wall, _ = _run(code, pgjax, a.timeout)
             out.append({"bench": "plot", "dirs": n, "runs": n * a.seeds, "wall_s": wall,
@@ -151,7 +151,7 @@ def bench_finish(a, work: Path) -> list[dict]:
             root = work / f"finishing_{n}" / source.name
             shutil.rmtree(root.parent, ignore_errors=True)
             shutil.copytree(source, root)
-            code = ("import time, sys; from pgjax.records import RunRecords; "
+            code = ("import time, sys; from pgjax.loop.records import RunRecords; "
                     f"r = RunRecords.read({str(root)!r}); t = time.perf_counter(); "
                     "r.finish(); print(f'finish {time.perf_counter() - t:.2f}', "
                     "file=sys.stderr)")
@@ -166,7 +166,7 @@ def bench_finish(a, work: Path) -> list[dict]:
 
 # the sweep's configs are built as ``pgjax sweep`` builds them but not checked (``train.check``
 # builds each group's policy: 86 ms a group here, linear, and not the bookkeeping measured)
-NO_CHECK = "import pgjax.train; pgjax.train.check = lambda cfgs: None; "
+NO_CHECK = "import pgjax.training.train; pgjax.training.train.check = lambda cfgs: None; "
 
 
 def bench_sweep(a, work: Path) -> list[dict]:
@@ -183,7 +183,7 @@ def bench_sweep(a, work: Path) -> list[dict]:
                         f"seeds = 1\n[config]\nsteps = 4096\nnum_envs = 8\nrollout_len = 32\n"
                         f"quiet = true\n[static]\nseed = {list(range(n))}\n")
         exec(NO_CHECK)
-        from pgjax.sweep import Sweep
+        from pgjax.tools.sweep import Sweep
 
         sweep = Sweep.from_file(spec)
         for cfg in sweep.groups.values():
@@ -192,7 +192,7 @@ def bench_sweep(a, work: Path) -> list[dict]:
             for p in sweep.root.iterdir():  # the sweep's own files: none yet
                 if p.is_file():
                     p.unlink()
-            code = (NO_CHECK + "import sys, time; from pgjax.sweep import Sweep; "
+            code = (NO_CHECK + "import sys, time; from pgjax.tools.sweep import Sweep; "
                     f"s = Sweep.from_file({str(spec)!r}); t = time.perf_counter(); "
                     "s.run(log=lambda *a: None); "
                     "print(f'run {time.perf_counter() - t:.2f}', file=sys.stderr)")

@@ -1,5 +1,5 @@
 """What record keeping costs a run: the host time spent writing records (metrics rows,
-parameters, progress lines, sinks: ``pgjax.chunk_loop._record``), saving checkpoints
+parameters, progress lines, sinks: ``pgjax.loop.chunk_loop._record``), saving checkpoints
 (``Checkpoints.save``) and finishing (``RunRecords.finish``: summary, curve, status), as a
 fraction of the run's wall time, measured inside one ``pgjax train`` run.
 
@@ -21,10 +21,10 @@ from pathlib import Path
 
 
 def measure(env: str, steps: int, seeds: int, checkpoint_seconds: float) -> dict:
-    import pgjax.checkpoint
-    import pgjax.chunk_loop
-    import pgjax.records
-    import pgjax.runner
+    import pgjax.loop.checkpoint
+    import pgjax.loop.chunk_loop
+    import pgjax.loop.records
+    import pgjax.loop.runner
     from pgjax import TrainConfig
 
     spent = {"record": 0.0, "checkpoint": 0.0, "finish": 0.0}
@@ -41,18 +41,18 @@ def measure(env: str, steps: int, seeds: int, checkpoint_seconds: float) -> dict
 
         setattr(owner, name, wrapper)
 
-    timed(pgjax.chunk_loop, "_record", "record")
-    timed(pgjax.checkpoint.Checkpoints, "save", "checkpoint")
-    timed(pgjax.records.RunRecords, "finish", "finish")
+    timed(pgjax.loop.chunk_loop, "_record", "record")
+    timed(pgjax.loop.checkpoint.Checkpoints, "save", "checkpoint")
+    timed(pgjax.loop.records.RunRecords, "finish", "finish")
     with tempfile.TemporaryDirectory() as out:
         cfg = TrainConfig(env=env, steps=steps, seeds=seeds, out=out, name="r", quiet=True,
                           checkpoint_seconds=checkpoint_seconds)
         t0 = time.perf_counter()
-        pgjax.runner.run(cfg)
+        pgjax.loop.runner.run(cfg)
         wall = time.perf_counter() - t0
         chunks = cfg.num_chunks
     total = sum(spent.values())
-    return {"pgjax": str(Path(pgjax.records.__file__).parent), "env": env, "steps": steps,
+    return {"pgjax": str(Path(pgjax.loop.records.__file__).parent), "env": env, "steps": steps,
             "seeds": seeds, "chunks": chunks, "checkpoint_seconds": checkpoint_seconds,
             "wall_s": round(wall, 2), **{f"{k}_s": round(v, 3) for k, v in spent.items()},
             "records_fraction": round(total / wall, 5)}

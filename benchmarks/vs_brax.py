@@ -71,7 +71,7 @@ def pgjax_side(a) -> dict:
 
     from pgjax import TrainConfig, Trainer
     from pgjax.algos import PPOConfig
-    from pgjax.runner import VmappedRuns, run_keys, stack_hparams
+    from pgjax.loop.runner import VmappedRuns, run_keys, stack_hparams
 
     t_start = time.time()
     epochs = a.num_evals - 1

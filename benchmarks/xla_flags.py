@@ -34,7 +34,7 @@ def measure() -> dict:
     import jax
 
     from pgjax import TrainConfig, Trainer
-    from pgjax.runner import run_keys, stack_hparams
+    from pgjax.loop.runner import run_keys, stack_hparams
 
     out = {}
     for env, algo in PROGRAMS:

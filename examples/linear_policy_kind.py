@@ -3,11 +3,11 @@ import dataclasses
 
 import flax.linen as nn
 
-from pgjax.distributions import Gaussian
-from pgjax.errors import ConfigError
-from pgjax.kinds import PolicyKind, register
-from pgjax.nets import Critic, activation_fn
-from pgjax.policies import ActorCritic
+from pgjax.model.distributions import Gaussian
+from pgjax.core.errors import ConfigError
+from pgjax.training.kinds import PolicyKind, register
+from pgjax.model.nets import Critic, activation_fn
+from pgjax.model.policies import ActorCritic
 
 
 @dataclasses.dataclass(frozen=True)

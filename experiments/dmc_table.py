@@ -7,11 +7,11 @@ Playground tasks, final returns per task and reference-normalised aggregates.
         --out experiments/results/playground_dmc
 
 Per task and rule, from the runs' stochastic evaluations: each seed's final (the mean of its
-evaluations over the last 5% of training, ``pgjax.results.finals``), the mean over seeds with
+evaluations over the last 5% of training, ``pgjax.analysis.results.finals``), the mean over seeds with
 a 95% bootstrap CI, and the seeds' finals. Under the table: per rule, the IQM of the
 reference-normalised finals over the tasks (``(final - random) / (1000 - random)``, the random
-policy's return from ``pgjax.references``) with its 95% stratified-bootstrap CI, and the
-probability of improvement of each pair of rules (``pgjax.results.aggregate``).
+policy's return from ``pgjax.analysis.references``) with its 95% stratified-bootstrap CI, and the
+probability of improvement of each pair of rules (``pgjax.analysis.results.aggregate``).
 
 Writes ``table.csv`` (one row per task and rule) and ``table.md`` (the table of docs/results/dmc.md).
 """
@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pgjax import results
-from pgjax.results import bootstrap_ci
+from pgjax.analysis import results
+from pgjax.analysis.results import bootstrap_ci
 
 RULES = {"ppo": "PPO", "spo": "SPO", "fixpo": "FixPO"}
 TASK_ORDER = ["CartpoleBalance", "CartpoleSwingup", "PendulumSwingup", "ReacherEasy",
@@ -105,7 +105,7 @@ def markdown(t: pd.DataFrame, agg: pd.DataFrame, prob: pd.DataFrame) -> str:
     lines += ["", f"{seeds} seeds per cell, {int(t['env_steps'].max()):,} env steps each; "
                   f"final = each seed's mean evaluation over the last 5% of training "
                   f"({label}), mean over seeds [95% bootstrap CI]. Normalised: (final − "
-                  f"random policy) / (1,000 − random policy) with pgjax.references' random "
+                  f"random policy) / (1,000 − random policy) with pgjax.analysis.references' random "
                   f"returns{extra}; IQM over tasks × seeds with a 95% stratified-bootstrap CI. "
                   f"Probability of improvement (task by task, over seeds): "
                   f"{probs or 'no pair of rules to compare'}."]

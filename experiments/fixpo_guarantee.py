@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from pgjax import results
-from pgjax.plots import save_png
+from pgjax.analysis import results
+from pgjax.analysis.plots import save_png
 
 
 def load(sweep: Path) -> pd.DataFrame:
-    """Every update of the FixPO runs under ``sweep`` (``pgjax.results``), with their eps_kl
+    """Every update of the FixPO runs under ``sweep`` (``pgjax.analysis.results``), with their eps_kl
     and c_beta."""
     df = results.metrics([sweep], command="fixpo_guarantee.py")
     df = df[df["algo"] == "fixpo"].copy()

@@ -22,12 +22,12 @@ import numpy as np
 import pandas as pd
 
 from pgjax import TrainConfig, results, run
-from pgjax.plots import save_png
-from pgjax.results import bootstrap_ci
+from pgjax.analysis.plots import save_png
+from pgjax.analysis.results import bootstrap_ci
 
 
 def per_seed_curves(roots: list[Path]) -> pd.DataFrame:
-    """At every evaluation point after training started (``pgjax.results``): the eval return
+    """At every evaluation point after training started (``pgjax.analysis.results``): the eval return
     and the episode-weighted mean training return over the updates of the chunk just
     finished."""
     df = results.metrics(roots, command="gym_mujoco.py")

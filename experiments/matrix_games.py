@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pgjax import results
-from pgjax.plots import save_png
+from pgjax.analysis import results
+from pgjax.analysis.plots import save_png
 
 OPTIMUM = {"matrix:climbing": 11.0, "matrix:penalty": 10.0}
 ORDER = ["happo", "hatrpo", "haspo", "hafixpo", "mappo", "ippo"]
@@ -37,7 +37,7 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
 
 def load(root: Path) -> pd.DataFrame:
     """One row per (group, run, evaluation): algo, env, run, env_steps, eval_return, from
-    the finished run directories under ``root`` (``pgjax.results``)."""
+    the finished run directories under ``root`` (``pgjax.analysis.results``)."""
     df = results.load([root], command="matrix_games.py")
     if not len(df):
         raise SystemExit(f"no finished run directories under {root}")

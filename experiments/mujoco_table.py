@@ -14,7 +14,7 @@ that differ: one row per task is one configuration's.
 Per task, from the runs' stochastic evaluations (10 episodes each, as Tianshou's):
 
 - ``final``: each seed's mean evaluation over the last 5% of its training
-  (``pgjax.results.finals``), mean over seeds with a 95% bootstrap CI;
+  (``pgjax.analysis.results.finals``), mean over seeds with a 95% bootstrap CI;
 - ``best``: Tianshou's metric, the highest point of the seed-mean evaluation curve over
   training;
 - the anchors with their sources, ``final / Tianshou``, and the wall time of the task's
@@ -54,9 +54,9 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from pgjax import results
-from pgjax.plots import save_png
-from pgjax.results import bootstrap_ci
+from pgjax.analysis import results
+from pgjax.analysis.plots import save_png
+from pgjax.analysis.results import bootstrap_ci
 
 _TIANSHOU = "thu-ml/tianshou @ f240205: examples/mujoco/README.md:294-304"
 _TIANSHOU_RUNS = ("thu-ml/tianshou @ 39acf20: examples/mujoco/benchmark/<task>/ppo/"

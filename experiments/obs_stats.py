@@ -24,9 +24,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from pgjax import results
-from pgjax.plots import save_png
-from pgjax.results import bootstrap_ci
+from pgjax.analysis import results
+from pgjax.analysis.plots import save_png
+from pgjax.analysis.results import bootstrap_ci
 
 DRIFT = ["kl_mean", "kl_stats_mean", "kl_stats_max", "obs_std_drift", "obs_mean_drift",
          "value_stats_shift", "return_scale", "lr"]
@@ -34,7 +34,7 @@ DRIFT = ["kl_mean", "kl_stats_mean", "kl_stats_max", "obs_std_drift", "obs_mean_
 
 def variant(df: pd.DataFrame) -> pd.Series:
     """<rule> running / preserve / frozen after N / off, from the group directories' configs
-    (``pgjax.results`` puts them into the group names)."""
+    (``pgjax.analysis.results`` puts them into the group names)."""
     g, d = df["group"], df["dir"]
     rule = g.str.split(" ").str[0]
     stats = np.where(g.str.contains("obs_stats=preserve"), "preserve",

@@ -5,7 +5,7 @@ written from those records.
     python experiments/readme_claims.py --check    # exit 1 if a page differs from them
 
 Each block lies between ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->`` in the document
-``HOMES`` names and is computed here through ``pgjax.results``, so a rerun that differs shows
+``HOMES`` names and is computed here through ``pgjax.analysis.results``, so a rerun that differs shows
 up as a diff and no figure is typed by hand:
 
 - ``headline`` (README.md) and ``results-headline`` (docs/results/index.md): one row per
@@ -56,8 +56,8 @@ def _g(v: float, digits: int = 2) -> str:
 @functools.lru_cache(maxsize=None)
 def tables(root: Path = RECORDS):
     """(trust-region table, aggregate, improvement, finals) of the quickstart's records."""
-    from pgjax import results
-    from pgjax.plotting import aggregate_tables, load, trust_region_table
+    from pgjax.analysis import results
+    from pgjax.tools.plotting import aggregate_tables, load, trust_region_table
 
     df = load([root])
     agg, prob = aggregate_tables(df, REPS, seed=0)
@@ -123,7 +123,7 @@ def render(root: Path = RECORDS) -> str:
 
 
 def _reference():
-    from pgjax.references import REFERENCES
+    from pgjax.analysis.references import REFERENCES
 
     ref = REFERENCES["brax:inverted_pendulum"]
     return ref.random, ref.maximum
@@ -166,7 +166,7 @@ def mujoco_table() -> str:
 @functools.lru_cache(maxsize=None)
 def _dmc_tables():
     """(dmc_table, (per task and rule, aggregate, probabilities of improvement))."""
-    from pgjax import results
+    from pgjax.analysis import results
 
     dt = _experiment("dmc_table")
     return dt, dt.table(results.load([SWEEPS / "playground_dmc"], command="readme_claims.py"))
@@ -204,8 +204,8 @@ def preset_changes() -> str:
     to and P against Tianshou's own final, the difference from neither change; then
     InvertedPendulum: final [CI], seeds that ended below 1,000, the lowest evaluation of
     any seed after 250k steps."""
-    from pgjax import results
-    from pgjax.results import bootstrap_ci
+    from pgjax.analysis import results
+    from pgjax.analysis.results import bootstrap_ci
 
     mt = _experiment("mujoco_table")
     n = mt._num
@@ -245,8 +245,8 @@ def ant_observation() -> str:
     """Ant under the preset, seeds 0-4: as registered, without the contact forces in the
     observation (and their cost), and Ant-v4: final [CI], per seed, / Tianshou's final; then
     each --gym.kwargs variant against Ant-v5 as registered on the same seeds."""
-    from pgjax import results
-    from pgjax.results import bootstrap_ci
+    from pgjax.analysis import results
+    from pgjax.analysis.results import bootstrap_ci
 
     mt = _experiment("mujoco_table")
     n = mt._num
@@ -320,9 +320,9 @@ def _claim(i: int) -> tuple[str, str]:
     ``bootstrap_ci`` of the finals where it holds normalised scores: both percentile
     bootstraps over seeds), P(X > Y) of its pair, and the largest max per-state KL where
     the claim is a bound."""
-    from pgjax import results
-    from pgjax.plotting import load, trust_region_table
-    from pgjax.results import bootstrap_ci
+    from pgjax.analysis import results
+    from pgjax.tools.plotting import load, trust_region_table
+    from pgjax.analysis.results import bootstrap_ci
 
     c = CLAIMS[i]
     dirs = [SWEEPS / d for d in c["dirs"]]

@@ -17,12 +17,12 @@ import numpy as np
 import pandas as pd
 
 from pgjax import TrainConfig, results, run
-from pgjax.plots import save_png
+from pgjax.analysis.plots import save_png
 
 
 def diagnostics(rows: pd.DataFrame) -> dict:
     """Trust-region statistics over every update of one run directory's runs
-    (``pgjax.results.metrics``)."""
+    (``pgjax.analysis.results.metrics``)."""
     df = rows[rows["iteration"] > 0]
     last = results.finals(rows, "eval_return", window=0)["final"]
     out = {"algo": rows["algo"].iloc[0], "env": rows["env"].iloc[0],

@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from pgjax.arguments import ArgumentParser, help_text, plain  # noqa: F401 (shared parser)
+from pgjax.core.arguments import ArgumentParser, help_text, plain  # noqa: F401 (shared parser)
 
 USAGE = """usage: pgjax <command> [options]    (pgjax --version prints the version)
 
@@ -47,7 +47,7 @@ def _tyro(cls, argv: list[str], **kw):
 
     import tyro
 
-    from pgjax.errors import ConfigError
+    from pgjax.core.errors import ConfigError
 
     _plain_field_help()
     buf = io.StringIO()
@@ -102,8 +102,8 @@ def _suggest_flags(message: str, cls) -> str:
     '--ppo.lr'?), 1e-3``."""
     import dataclasses
 
-    from pgjax.errors import did_you_mean
-    from pgjax.options import flag, option_names, sub_configs
+    from pgjax.core.errors import did_you_mean
+    from pgjax.training.options import flag, option_names, sub_configs
 
     head, sep, listed = message.partition("Unrecognized options: ")
     if not sep:
@@ -125,8 +125,8 @@ def _suggest_flags(message: str, cls) -> str:
 def _renamed_flags(argv: list[str]) -> None:
     """A flag spelled as before its option moved into a component's config (``--z-dim``) is
     refused with its new spelling."""
-    from pgjax.config import RENAMED
-    from pgjax.errors import ConfigError
+    from pgjax.training.config import RENAMED
+    from pgjax.core.errors import ConfigError
 
     for arg in argv:
         if not arg.startswith("--"):
@@ -146,9 +146,9 @@ def parse_train(argv: list[str]):
     import argparse
 
     from pgjax.algos import ALGORITHMS
-    from pgjax.config import TrainConfig, config_class
-    from pgjax.errors import ConfigError
-    from pgjax.registry import POLICY_KINDS
+    from pgjax.training.config import TrainConfig, config_class
+    from pgjax.core.errors import ConfigError
+    from pgjax.core.registry import POLICY_KINDS
 
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--plugins", nargs="*", default=[])
@@ -191,8 +191,8 @@ def parse_train(argv: list[str]):
 def _resumed_plugins(root, known):
     """The plugins a run directory to resume recorded, imported (trusted) from its copies,
     with ``--plugins`` files replacing copies of the same name; None where it records none."""
-    from pgjax import plugin_files
-    from pgjax.rundir import read_json
+    from pgjax.core import plugin_files
+    from pgjax.core.rundir import read_json
 
     if not (root / "config.json").exists():
         return None
@@ -218,8 +218,8 @@ def _without_plugins(argv: list[str]) -> list[str]:
 
 
 def train_main(argv: list[str]) -> int:
-    from pgjax.errors import EXIT_BAD_INPUT, EXIT_RUNS_FAILED, ConfigError, TrainingError
-    from pgjax.runner import run
+    from pgjax.core.errors import EXIT_BAD_INPUT, EXIT_RUNS_FAILED, ConfigError, TrainingError
+    from pgjax.loop.runner import run
 
     try:
         cfg = parse_train(argv)
@@ -231,7 +231,7 @@ def train_main(argv: list[str]) -> int:
         print(f"pgjax train: error: {e}", file=sys.stderr)
         return EXIT_RUNS_FAILED
     except Exception as e:  # a plugin's own code failed while the run was built or traced
-        from pgjax.registry import plugin_frame
+        from pgjax.core.registry import plugin_frame
 
         frame = plugin_frame(e)
         if frame is None:
@@ -247,7 +247,7 @@ def train_main(argv: list[str]) -> int:
 
 
 def presets_main(argv: list[str]) -> int:
-    from pgjax import presets
+    from pgjax.training import presets
 
     p = ArgumentParser("pgjax presets", presets.__doc__)
     p.add_argument("names", nargs="*", metavar="NAME",
@@ -255,7 +255,7 @@ def presets_main(argv: list[str]) -> int:
     names = p.parse_args(argv).names or list(presets.PRESETS)
     unknown = [n for n in names if n not in presets.PRESETS]
     if unknown:
-        from pgjax.errors import did_you_mean
+        from pgjax.core.errors import did_you_mean
 
         print(f"pgjax presets: error: unknown preset '{unknown[0]}'"
               f"{did_you_mean(unknown[0], presets.PRESETS)}; use one of "
@@ -266,25 +266,25 @@ def presets_main(argv: list[str]) -> int:
 
 
 def sweep_main(argv: list[str]) -> int:
-    from pgjax.sweep import sweep_main as main_
+    from pgjax.tools.sweep import sweep_main as main_
 
     return main_(argv)
 
 
 def eval_main(argv: list[str]) -> int:
-    from pgjax.trained import eval_main as main_
+    from pgjax.tools.trained import eval_main as main_
 
     return main_(argv)
 
 
 def render_main(argv: list[str]) -> int:
-    from pgjax.render import render_main as main_
+    from pgjax.tools.render import render_main as main_
 
     return main_(argv)
 
 
 def plot_main(argv: list[str]) -> int:
-    from pgjax.plotting import plot_main as main_
+    from pgjax.tools.plotting import plot_main as main_
 
     return main_(argv)
 
@@ -334,7 +334,7 @@ class _Output:
 
 
 def _terminated(signum, frame):
-    from pgjax.errors import Terminated
+    from pgjax.core.errors import Terminated
 
     raise Terminated
 
@@ -343,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     import signal
     import threading
 
-    from pgjax.errors import EXIT_TERMINATED, Terminated
+    from pgjax.core.errors import EXIT_TERMINATED, Terminated
 
     streams = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _Output(sys.stdout), _Output(sys.stderr)
@@ -369,8 +369,8 @@ def main(argv: list[str] | None = None) -> int:
               "--resume, a sweep by running it again)", file=sys.stderr)
         return 130
     except OSError as e:  # a storage fault no command turned into its own line
-        from pgjax.errors import EXIT_BAD_INPUT, EXIT_RUNS_FAILED
-        from pgjax.files import storage_message
+        from pgjax.core.errors import EXIT_BAD_INPUT, EXIT_RUNS_FAILED
+        from pgjax.core.files import storage_message
 
         trained = command[0] in ("train", "sweep")
         print(f"pgjax {command[0]}: error: "
@@ -398,7 +398,7 @@ def _main(argv: list[str]) -> int:
         print(f"pgjax {__version__}")
         return 0
     if argv[0] not in COMMANDS:
-        from pgjax.errors import did_you_mean
+        from pgjax.core.errors import did_you_mean
 
         print(f"pgjax: unknown command '{argv[0]}'{did_you_mean(argv[0], COMMANDS)}; use one "
               f"of: {', '.join(COMMANDS)}", file=sys.stderr)
@@ -408,7 +408,7 @@ def _main(argv: list[str]) -> int:
         if "--no-compile-cache" in args:
             args = [a for a in args if a != "--no-compile-cache"]
         else:
-            from pgjax import compile_cache
+            from pgjax.core import compile_cache
 
             compile_cache.enable()
     return COMMANDS[argv[0]](args)

@@ -16,7 +16,7 @@ if "PGJAX_COMPILE_CACHE" not in os.environ:
     atexit.register(shutil.rmtree, _cache, ignore_errors=True)
     os.environ["PGJAX_COMPILE_CACHE"] = _cache
 
-from pgjax import compile_cache  # noqa: E402
+from pgjax.core import compile_cache  # noqa: E402
 
 compile_cache.enable()
 

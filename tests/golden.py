@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pgjax.config import TrainConfig
-from pgjax.runner import run
+from pgjax.training.config import TrainConfig
+from pgjax.loop.runner import run
 
 HERE = Path(__file__).parent / "data" / "golden"
 SMALL = dict(steps=8 * 16 * 6, num_envs=8, rollout_len=16, eval_every=2, eval_envs=4,
@@ -52,7 +52,7 @@ def params_digest(path: Path) -> str:
 def records(name: str, out: Path) -> str:
     """Case ``name`` trained into ``out``: for each run, its metrics as CSV (wall-clock
     columns dropped) and the digest of its final parameters."""
-    from pgjax.results import run_metrics
+    from pgjax.analysis.results import run_metrics
 
     options = {**SMALL, **CASES[name], "out": str(out), "name": name}
     run(TrainConfig().with_options(options, "the golden case", every_rule=True))

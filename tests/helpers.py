@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pgjax.results import run_metrics
+from pgjax.analysis.results import run_metrics
 
 
 def run_files(root: Path) -> dict:
@@ -55,7 +55,7 @@ class Interrupt(Exception):
 
 
 def interrupting(monkeypatch, after_chunks: int):
-    import pgjax.runner as train_mod
+    import pgjax.loop.runner as train_mod
 
     real = train_mod.VmappedRuns
 

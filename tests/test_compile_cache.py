@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from pgjax import cli, compile_cache, trust
+from pgjax import cli
+from pgjax.core import compile_cache, trust
 
 
 @pytest.fixture(autouse=True)
@@ -81,7 +82,7 @@ def test_rerun_loads_traced_programs_with_identical_records(tmp_path, monkeypatc
 
     from helpers import assert_same_records
 
-    import pgjax.vmapped as vmapped
+    import pgjax.loop.vmapped as vmapped
     from pgjax import TrainConfig, Trainer, run
 
     programs = tmp_path / "programs"

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pgjax.distributions import Categorical, Gaussian
-from pgjax.policies import make_actor_critic
+from pgjax.model.distributions import Categorical, Gaussian
+from pgjax.model.policies import make_actor_critic
 from pgjax.envs import ActionSpace, ConfigError
-from pgjax.normalize import init_stats, normalize, update_stats
+from pgjax.model.normalize import init_stats, normalize, update_stats
 
 
 def test_gaussian_against_scipy():
@@ -66,7 +66,7 @@ def test_orthogonal_init_and_policy_action_space_checks():
 
 
 def test_orthogonal_initialiser_shapes_and_distribution():
-    from pgjax.nets import orthogonal
+    from pgjax.model.nets import orthogonal
 
     init = orthogonal(1.5)
     for shape in [(7, 3), (3, 7), (16, 16)]:

@@ -109,7 +109,7 @@ def test_the_reference_pages_hold_every_option_and_preset(site):
             for flag in option["flags"]:
                 assert flag in cli, f"pgjax {command} {flag} is not on the command-line page"
     presets = _text(site / "reference" / "presets.html")
-    from pgjax.presets import PRESETS
+    from pgjax.training.presets import PRESETS
 
     for preset in PRESETS.values():
         assert preset.name in presets and preset.source in presets, preset.name
@@ -117,7 +117,7 @@ def test_the_reference_pages_hold_every_option_and_preset(site):
             assert key in presets, f"{preset.name}: {key}"
     sweep = _text(site / "reference" / "sweep-files.html")
     assert "[grid]" in sweep and "[static]" in sweep and "env_config" in sweep
-    from pgjax import errors
+    from pgjax.core import errors
 
     codes = _text(site / "reference" / "exit-codes.html")
     for name in dir(errors):
@@ -126,7 +126,7 @@ def test_the_reference_pages_hold_every_option_and_preset(site):
     records = _text(site / "reference" / "records.html")
     assert "metrics.csv" in records and "status.json" in records
     api = _text(site / "reference" / "api" / "pgjax.html")
-    assert "pgjax.config.TrainConfig" in api and "load_policy" in api
+    assert "pgjax.training.config.TrainConfig" in api and "load_policy" in api
 
 
 # -- (b) every option has text of its own ------------------------------------------------
@@ -170,8 +170,8 @@ def test_the_options_of_the_example_plugins_are_documented():
 import dataclasses, glob, importlib.util, sys
 spec = importlib.util.spec_from_file_location("reference", {str(REPO / "docs/hooks/reference.py")!r})
 reference = importlib.util.module_from_spec(spec); spec.loader.exec_module(reference)
-from pgjax.config import TrainConfig, config_class
-from pgjax.options import sub_configs
+from pgjax.training.config import TrainConfig, config_class
+from pgjax.training.options import sub_configs
 base = set(sub_configs(config_class(TrainConfig, ())))
 plugins = tuple(sorted(glob.glob({str(REPO / "examples" / "*.py")!r})))
 added = {{k: v for k, v in sub_configs(config_class(TrainConfig, plugins)).items() if k not in base}}
@@ -187,7 +187,7 @@ sys.exit(f"fields without a docstring: {{missing}}" if missing else 0)
 
 
 def test_every_preset_says_what_it_is_and_where_it_comes_from():
-    from pgjax.presets import PRESETS
+    from pgjax.training.presets import PRESETS
 
     for p in PRESETS.values():
         assert p.summary.strip() and p.source.strip() and p.options, p.name

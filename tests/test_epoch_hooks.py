@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from pgjax.algos.pieces import SGDConfig, SGDState, ScaledSGDState, adam_direction, run_epochs
-from pgjax.hparams import traced
-from pgjax.nets import Parts
+from pgjax.core.hparams import traced
+from pgjax.model.nets import Parts
 from pgjax.cli import main
-from pgjax.registry import load_plugins
-from pgjax.results import run_metrics
+from pgjax.core.registry import load_plugins
+from pgjax.analysis.results import run_metrics
 
 EXAMPLE = str(Path(__file__).resolve().parents[1] / "examples" / "ppo_epoch_kl_stop.py")
 EPOCHS, MINIBATCHES, LR, TARGET = 4, 3, 0.1, 5.0
@@ -171,8 +171,8 @@ def test_kl_adaptive_step_size_matches_a_hand_computation():
 def test_kl_adaptive_step_size_keeps_a_run_without_it_unchanged():
     """desired_kl 0 leaves the rule's state as it was (no multiplier: checkpoints of
     earlier runs still restore); > 0 carries one."""
-    from pgjax.config import TrainConfig
-    from pgjax.train import Trainer
+    from pgjax.training.config import TrainConfig
+    from pgjax.training.train import Trainer
 
     def state_of(desired_kl):
         cfg = TrainConfig.from_preset("cleanrl", env="jax:cartpole", num_envs=8,

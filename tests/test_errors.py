@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-import pgjax.runner
+import pgjax.loop.runner
 from pgjax import ConfigError, TrainConfig
 from pgjax.algos import PPOConfig
 from pgjax.cli import main
@@ -61,7 +61,7 @@ def test_cli_bad_input_is_one_line_before_compiling(args, message, capsys, monke
     def no_compile(*a, **k):
         raise AssertionError("compilation started before the input was checked")
 
-    monkeypatch.setattr(pgjax.runner, "VmappedRuns", no_compile)
+    monkeypatch.setattr(pgjax.loop.runner, "VmappedRuns", no_compile)
     code = main(["train", "--out", str(tmp_path), *args])
     err = capsys.readouterr().err.strip()
     assert code == 2
@@ -85,7 +85,7 @@ def _train(tmp_path, *args):
 
 
 def test_out_that_is_a_file_or_unwritable_is_one_line(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(pgjax.runner, "VmappedRuns", None)  # nothing may compile
+    monkeypatch.setattr(pgjax.loop.runner, "VmappedRuns", None)  # nothing may compile
     (tmp_path / "f").write_text("")
     assert main(["train", "--out", str(tmp_path / "f")]) == 2
     assert "is a file; pass a directory" in capsys.readouterr().err
@@ -98,7 +98,7 @@ def test_out_that_is_a_file_or_unwritable_is_one_line(tmp_path, capsys, monkeypa
 def test_an_existing_run_is_never_overwritten_without_a_choice(tmp_path, capsys):
     """A finished run is refused without --resume/--overwrite and left as it was; --resume
     leaves it finished; --overwrite replaces it."""
-    from pgjax.records import is_finished
+    from pgjax.loop.records import is_finished
 
     assert _train(tmp_path) == 0
     root = tmp_path / "r"
@@ -119,7 +119,7 @@ def test_an_existing_run_is_never_overwritten_without_a_choice(tmp_path, capsys)
 def test_a_second_process_on_the_same_run_is_refused_at_once(tmp_path, capsys, monkeypatch):
     from filelock import FileLock
 
-    monkeypatch.setattr(pgjax.runner, "VmappedRuns", None)  # nothing may compile
+    monkeypatch.setattr(pgjax.loop.runner, "VmappedRuns", None)  # nothing may compile
     (tmp_path / "r").mkdir()
     with FileLock(tmp_path / "r" / ".lock"):  # what a running `pgjax train` holds
         assert _train(tmp_path) == 2
@@ -135,14 +135,14 @@ def test_a_second_process_on_the_same_run_is_refused_at_once(tmp_path, capsys, m
     (["--no-such-option", "1"], "Unrecognized options: --no-such-option"),
 ])
 def test_unparsable_arguments_are_one_line(args, message, capsys, monkeypatch):
-    monkeypatch.setattr(pgjax.runner, "VmappedRuns", None)  # nothing may compile
+    monkeypatch.setattr(pgjax.loop.runner, "VmappedRuns", None)  # nothing may compile
     assert main(["train", *args]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err and "pgjax train --help" in err, err
 
 
 def test_a_plugin_that_raises_on_import_is_one_line(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(pgjax.runner, "VmappedRuns", None)
+    monkeypatch.setattr(pgjax.loop.runner, "VmappedRuns", None)
     plugin = tmp_path / "broken_plugin.py"
     plugin.write_text("import math\nraise RuntimeError('boom')\n")
     assert main(["train", "--plugins", str(plugin), "--out", str(tmp_path)]) == 2
@@ -152,7 +152,7 @@ def test_a_plugin_that_raises_on_import_is_one_line(tmp_path, capsys, monkeypatc
 
 
 def test_an_out_below_a_file_is_one_line(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(pgjax.runner, "VmappedRuns", None)
+    monkeypatch.setattr(pgjax.loop.runner, "VmappedRuns", None)
     (tmp_path / "f").write_text("")
     assert main(["train", "--out", str(tmp_path / "f" / "sub")]) == 2
     err = capsys.readouterr().err.strip()
@@ -172,7 +172,7 @@ def test_a_diverged_run_exits_3_and_bad_input_2(tmp_path, capsys):
 
 
 def test_another_rules_option_is_refused_not_ignored(capsys, monkeypatch):
-    monkeypatch.setattr(pgjax.runner, "VmappedRuns", None)
+    monkeypatch.setattr(pgjax.loop.runner, "VmappedRuns", None)
     assert main(["train", "--algo", "trpo", "--ppo.lr", "1e-3"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--ppo.lr is an option of ppo" in err, err
@@ -225,7 +225,7 @@ def test_training_into_a_closed_pipe_finishes_its_run(stream, tmp_path, monkeypa
     """`pgjax train ... | head -3`: the progress lines after the reader has gone are dropped
     and training goes on to a finished run, exit 0 (not an unfinished run reported as
     done)."""
-    from pgjax.records import is_finished
+    from pgjax.loop.records import is_finished
 
     monkeypatch.setattr(sys, stream, _ClosedPipe(1))
     code = main(["train", "--env", "jax:cartpole", "--steps", "1024", "--num-envs", "4",
@@ -257,7 +257,7 @@ def test_the_closed_output_wrapper_drops_writes_on_a_real_pipe():
 @pytest.mark.slow
 def test_train_piped_into_head_finishes_its_run(tmp_path):
     """The real pipe: `pgjax train ... | head -1` exits 0 with the run finished."""
-    from pgjax.records import is_finished
+    from pgjax.loop.records import is_finished
 
     proc = subprocess.Popen([sys.executable, "-m", "pgjax.cli", "train", "--env", "jax:cartpole",
                              "--steps", "1024", "--num-envs", "4", "--rollout-len", "32",

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from pgjax.results import run_metrics
+from pgjax.analysis.results import run_metrics
 from pgjax import ConfigError, TrainConfig, run
 from pgjax.cli import main
 
@@ -97,7 +97,7 @@ def test_built_in_rules_are_configured_as_registered_ones():
     """A built-in rule's settings are a sub-config made from the rule registry, as a
     plugin's: --algo-options and ``custom`` apply to it, and the record holds the result."""
     from pgjax.algos import ALGORITHMS, TRPOConfig
-    from pgjax.options import components
+    from pgjax.training.options import components
 
     assert all(dataclasses.is_dataclass(TrainConfig().section(k)) for k in components())
     assert list(ALGORITHMS)[:5] == ["ppo", "trpo", "spo", "fixpo", "ppo_kl"]
@@ -230,8 +230,8 @@ def test_a_rule_written_for_pgjax_0_2_dicts_still_works_and_is_told_how_to_updat
     import jax.numpy as jnp
 
     from pgjax.algos import PPOConfig
-    from pgjax.hparams import traced_fields, typed
-    from pgjax.nets import Parts
+    from pgjax.core.hparams import traced_fields, typed
+    from pgjax.model.nets import Parts
 
     with pytest.warns(FutureWarning, match=r"PPOConfig.TRACED: since pgjax 0.3.0 each field"):
         @dataclasses.dataclass(frozen=True)
@@ -239,7 +239,7 @@ def test_a_rule_written_for_pgjax_0_2_dicts_still_works_and_is_told_how_to_updat
             kl_stop: float = 0.02
             TRACED = PPOConfig.TRACED + ("kl_stop",)
 
-    with pytest.warns(FutureWarning, match=r"OldStyle.TRACED: .*pgjax.hparams.traced"):
+    with pytest.warns(FutureWarning, match=r"OldStyle.TRACED: .*pgjax.core.hparams.traced"):
         names = traced_fields(OldStyle)
     assert names == (*traced_fields(PPOConfig), "kl_stop")
     assert OldStyle().traced()["kl_stop"] == 0.02

@@ -1,6 +1,6 @@
 import numpy as np
 
-from pgjax.advantages import gae
+from pgjax.model.advantages import gae
 
 
 def gae_loop(rewards, values, next_values, term, trunc, gamma, lam):

@@ -24,8 +24,8 @@ def test_a_checkpoint_saved_with_one_part_dicts_restores_into_parts(tmp_path):
     import jax.numpy as jnp
     import numpy as np
 
-    from pgjax.checkpoint import Checkpoints
-    from pgjax.nets import Parts
+    from pgjax.loop.checkpoint import Checkpoints
+    from pgjax.model.nets import Parts
 
     old = {"opt": {"critic": {"mu": jnp.arange(3.0)}}, "params": {"actor": jnp.ones(2),
                                                                  "critic": jnp.zeros(2)}}

@@ -13,14 +13,14 @@ import pytest
 from gymnasium import spaces
 
 from pgjax.algos import PPOConfig
-from pgjax.config import TrainConfig
+from pgjax.training.config import TrainConfig
 from pgjax.envs import ConfigError, GymOptions, make_env
 import chex
 
-from pgjax.normalize import normalize
-from pgjax.runner import run, run_keys, stack_hparams
-from pgjax.train import Trainer
-from pgjax.results import run_metrics
+from pgjax.model.normalize import normalize
+from pgjax.loop.runner import run, run_keys, stack_hparams
+from pgjax.training.train import Trainer
+from pgjax.analysis.results import run_metrics
 
 PROBE_LIMIT = 6
 
@@ -281,7 +281,7 @@ gym.register("PgjaxBoom-v0", entry_point=Boom, max_episode_steps=50)
 def test_workers_know_plugin_envs_and_report_their_errors_auto_keeps_others_in_process(
         tmp_path):
     from pgjax.envs.gym_env import GymEnv, WorkerVectorEnv
-    from pgjax.registry import load_plugins
+    from pgjax.core.registry import load_plugins
 
     plugin = tmp_path / "boom_gym_plugin.py"
     plugin.write_text(BOOM_PLUGIN)
@@ -319,7 +319,7 @@ def test_a_run_resumes_under_another_vectorization_but_not_other_settings(tmp_pa
     with sync resumes under the default (auto) or workers; a changed setting is refused."""
     import dataclasses
 
-    from pgjax.runner import check_resumable
+    from pgjax.loop.runner import check_resumable
 
     cfg = _small(steps=128, out=str(tmp_path), name="resume",
                  gym=GymOptions(vectorization="sync"))

@@ -69,4 +69,38 @@ def test_layers_import_one_way():
         pytest.fail("lint-imports not found: install the dev extra (pip install -e '.[dev]')")
     out = subprocess.run([exe, "--no-cache"], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout[-3000:]
-    assert "1 kept, 0 broken" in out.stdout
+    assert "2 kept, 0 broken" in out.stdout  # the packages' order and the modules'
+
+
+def test_modules_are_in_layer_packages_and_none_is_over_500_lines():
+    """Every module of pgjax lives in one of the layer packages (or is the cli), and none is
+    longer than 500 lines."""
+    packages = {"core", "envs", "model", "algos", "training", "analysis", "loop", "tools"}
+    flat = sorted(p.name for p in (ROOT / "pgjax").glob("*.py"))
+    assert flat == ["__init__.py", "cli.py"], flat
+    assert {p.name for p in (ROOT / "pgjax").iterdir() if p.is_dir()
+            and p.name != "__pycache__"} == packages
+    long = {str(p.relative_to(ROOT)): n for p in (ROOT / "pgjax").rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 500}
+    assert not long, long
+
+
+def test_the_flat_module_paths_of_0_2_still_import_with_a_warning():
+    code = """
+import warnings
+warnings.simplefilter("error", FutureWarning)
+import pgjax, pgjax.loop.runner, pgjax.analysis.results   # the new paths: no warning
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as caught:
+    import pgjax.runner
+    from pgjax import results
+    from pgjax.records import RunRecords
+assert pgjax.runner is pgjax.loop.runner and results is pgjax.analysis.results
+assert RunRecords.__module__ == "pgjax.loop.records"
+said = [str(w.message) for w in caught if w.category is FutureWarning]
+assert any(s.startswith("pgjax.runner is pgjax.loop.runner since pgjax 0.3.0") for s in said), said
+assert any(s.startswith("pgjax.results is pgjax.analysis.results") for s in said), said
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

@@ -4,8 +4,8 @@ import pytest
 
 from pgjax import TrainConfig, run
 from pgjax.algos import PPOConfig
-from pgjax.kinds import RecurrentConfig, StatefulConfig
-from pgjax.results import run_metrics
+from pgjax.training.kinds import RecurrentConfig, StatefulConfig
+from pgjax.analysis.results import run_metrics
 
 
 def eval_returns(records):

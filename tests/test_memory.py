@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from pgjax import TrainConfig
-from pgjax.kinds import RecurrentConfig
+from pgjax.training.kinds import RecurrentConfig
 from pgjax.envs.core import ActionSpace, EnvSpec
 from pgjax.envs.functional import VectorEnv
 from pgjax.envs.memory import StatefulEnv, WindowEnv
-from pgjax.runner import run_keys, stack_hparams
-from pgjax.train import make_trainer
+from pgjax.loop.runner import run_keys, stack_hparams
+from pgjax.training.train import make_trainer
 
 
 def _counter_env(num_envs: int, limit: int = 7) -> VectorEnv:
@@ -197,7 +197,7 @@ def test_recurrent_policy_with_continuous_actions_trains():
                       eval_envs=2, episode_length=20, seeds=2, quiet=True,
                       ppo=TrainConfig().ppo.__class__(minibatches=2, epochs=2))
     trainer = make_trainer(cfg)
-    from pgjax.runner import VmappedRuns
+    from pgjax.loop.runner import VmappedRuns
 
     fns = VmappedRuns(trainer)
     keys, ekeys = run_keys(cfg.runs())

@@ -12,10 +12,10 @@ import tomllib
 import pandas as pd
 import pytest
 
-import pgjax.plotting
-import pgjax.render
-import pgjax.runner
-import pgjax.trained
+import pgjax.tools.plotting
+import pgjax.tools.render
+import pgjax.loop.runner
+import pgjax.tools.trained
 from pgjax.cli import main
 
 
@@ -280,7 +280,7 @@ TRAIN = [  # (arguments, fixes needed): each also gets --env jax:cartpole unless
 
 @pytest.mark.parametrize("args,steps", TRAIN, ids=[" ".join(a) for a, _ in TRAIN])
 def test_train_hints_followed_literally_are_accepted(args, steps, capsys, monkeypatch, tmp_path):
-    monkeypatch.setattr(pgjax.runner, "VmappedRuns", _accept)  # accepted: about to compile
+    monkeypatch.setattr(pgjax.loop.runner, "VmappedRuns", _accept)  # accepted: about to compile
     argv = args if "--env" in args else ["--env", "jax:cartpole", *args]
     messages = []
     for attempt in range(steps + 1):
@@ -334,7 +334,7 @@ SWEEP = [  # (sweep file, fixes needed)
 @pytest.mark.parametrize("text,steps", SWEEP, ids=[t[len(HEAD):] or t for t, _ in SWEEP])
 def test_sweep_hints_followed_literally_are_accepted(text, steps, capsys, monkeypatch,
                                                      tmp_path):
-    monkeypatch.setattr(pgjax.runner, "VmappedRuns", _accept)
+    monkeypatch.setattr(pgjax.loop.runner, "VmappedRuns", _accept)
     path = tmp_path / "s.toml"
     messages = []
     for _ in range(steps + 1):
@@ -356,7 +356,7 @@ def test_sweep_hints_followed_literally_are_accepted(text, steps, capsys, monkey
 def test_dotted_keys_in_a_sweep_file_need_no_quotes(tmp_path):
     """``ppo.lr = [...]`` unquoted is a TOML table ``ppo``; the sweep reads it as the
     option ``"ppo.lr"`` in every option table, as the hints write it."""
-    from pgjax.sweep import Sweep
+    from pgjax.tools.sweep import Sweep
 
     path = tmp_path / "s.toml"
     path.write_text(HEAD + f'out = "{tmp_path}"\n[config]\nppo.epochs = 2\n'
@@ -404,9 +404,9 @@ READERS = [  # (command, arguments after the path)
 @pytest.mark.parametrize("command,args", READERS, ids=[f"{c} {' '.join(a)}" for c, a in READERS])
 def test_reader_hints_followed_literally_are_accepted(command, args, capsys, monkeypatch,
                                                       tmp_path):
-    monkeypatch.setattr(pgjax.trained, "Trainer", _accept)  # eval: about to build, compile
-    monkeypatch.setattr(pgjax.render, "load_policy", _accept)
-    monkeypatch.setattr(pgjax.plotting, "load", _accept)
+    monkeypatch.setattr(pgjax.tools.trained, "Trainer", _accept)  # eval: about to build, compile
+    monkeypatch.setattr(pgjax.tools.render, "load_policy", _accept)
+    monkeypatch.setattr(pgjax.tools.plotting, "load", _accept)
     path = str(_run_dir(tmp_path / "r"))
     args = [a.replace("x.", str(tmp_path / "x.")) for a in args]
     code = run_cli(command, path, *args)
@@ -432,7 +432,7 @@ def test_an_unknown_run_id_lists_the_ids(tmp_path, capsys):
 
 
 def _fake_evaluate(path, *args, **kwargs):
-    root = pgjax.trained._run_dir_root(path)[0]
+    root = pgjax.tools.trained._run_dir_root(path)[0]
     return pd.DataFrame([{"group": root.name, "run": r, "seed": 0, "finished": True,
                           "episodes": 2, "policy": "deterministic", "return_mean": 1.0,
                           "ci95_lo": 1.0, "ci95_hi": 1.0, "return_std": 0.0,
@@ -442,7 +442,7 @@ def _fake_evaluate(path, *args, **kwargs):
 def test_eval_of_a_sweep_folder_evaluates_each_run_directory(tmp_path, capsys, monkeypatch):
     """`pgjax eval <folder>` evaluates every finished run directory under it, as `pgjax plot`
     finds them: each one's eval.csv, or with --out one CSV with a run_dir column."""
-    monkeypatch.setattr(pgjax.trained, "evaluate", _fake_evaluate)
+    monkeypatch.setattr(pgjax.tools.trained, "evaluate", _fake_evaluate)
     sweep = tmp_path / "sweep"
     for name in ("ppo_a", "trpo_a"):
         _run_dir(sweep / name)
@@ -468,7 +468,7 @@ def test_eval_of_a_sweep_folder_evaluates_each_run_directory(tmp_path, capsys, m
 
 @pytest.mark.slow
 def test_eval_of_a_trained_sweep_folder(tmp_path, capsys):
-    from pgjax.sweep import Sweep
+    from pgjax.tools.sweep import Sweep
 
     path = tmp_path / "s.toml"
     path.write_text('algos = ["ppo"]\nenvs = ["jax:cartpole"]\n'

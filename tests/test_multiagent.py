@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pgjax.hparams import HParams
-from pgjax.nets import Parts
+from pgjax.core.hparams import HParams
+from pgjax.model.nets import Parts
 from pgjax import TrainConfig
 from pgjax.algos import ALGORITHMS, Algorithm, AlgoConfig, Batch
 from pgjax.algos.common import Updated
@@ -18,10 +18,10 @@ from pgjax.envs.core import ActionSpace, ConfigError, EnvSpec
 from pgjax.envs.multiagent import Partition, make_matrix_game, single_agent_partition
 from pgjax.algos.pieces import trust_region_stats
 from pgjax.algos.multiagent import AgentsConfig, MultiAgentBatch, agent_order, make_combinator
-from pgjax.policies import make_agent_nets
-from pgjax.policies import make_actor_critic
-from pgjax.runner import stack_hparams
-from pgjax.train import Trainer, make_trainer
+from pgjax.model.policies import make_agent_nets
+from pgjax.model.policies import make_actor_critic
+from pgjax.loop.runner import stack_hparams
+from pgjax.training.train import Trainer, make_trainer
 
 RULES = ["ppo", "trpo", "spo", "fixpo"]
 
@@ -219,14 +219,14 @@ def test_matrix_game_env():
 @pytest.mark.parametrize("algo", ["happo"] + [pytest.param(a, marks=pytest.mark.slow)
                                               for a in ("mappo", "hatrpo", "haspo", "hafixpo", "ippo")])
 def test_every_scheme_trains_on_a_matrix_game(algo, tmp_path):
-    from pgjax.runner import run
+    from pgjax.loop.runner import run
 
     cfg = TrainConfig(algo=algo, env="matrix:penalty", num_envs=32, rollout_len=4, steps=256,
                       eval_every=2, eval_envs=2, seeds=2, quiet=True, out=str(tmp_path),
                       name="m")
     run(cfg)
 
-    from pgjax.results import run_metrics
+    from pgjax.analysis.results import run_metrics
 
     files = sorted((tmp_path / "m" / "runs").glob("*/metrics.csv.gz"))
     assert len(files) == 2

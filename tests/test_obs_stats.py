@@ -12,13 +12,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pgjax.nets import Parts
+from pgjax.model.nets import Parts
 from pgjax import ConfigError, TrainConfig
 from pgjax.algos import PPOConfig
 from pgjax.envs import ActionSpace
-from pgjax.normalize import RunningStats, normalize
-from pgjax.policies import make_actor_critic, make_recurrent_policy, refold
-from pgjax.train import Trainer
+from pgjax.model.normalize import RunningStats, normalize
+from pgjax.model.policies import make_actor_critic, make_recurrent_policy, refold
+from pgjax.training.train import Trainer
 
 
 def _stats(key, d, base=None):

@@ -70,7 +70,7 @@ def test_an_env_state_with_empty_arrays_checkpoints_and_restores(tmp_path):
     """A Playground state holds empty arrays (CartpoleBalance has no actuator activations:
     ``data.act`` has size 0), which orbax cannot save (every Playground run failed at its
     first checkpoint): the checkpoint leaves them out and puts them back on restore."""
-    from pgjax.checkpoint import Checkpoints
+    from pgjax.loop.checkpoint import Checkpoints
 
     env = make_env("playground:CartpoleBalance", 2)
     reset = jax.jit(env.reset)  # MJX run op by op takes far longer than its compilation

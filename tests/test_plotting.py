@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from pgjax.plotting import aggregate_tables, load, plot_main
-from pgjax.results import run_metrics
+from pgjax.tools.plotting import aggregate_tables, load, plot_main
+from pgjax.analysis.results import run_metrics
 
 
 def fake_run_dir(root, algo, env, finals):
@@ -45,7 +45,7 @@ def sweep(tmp_path):
 def test_aggregates_match_hand_computation(sweep, monkeypatch):
     """Scores normalised by the task's fixed references (random 0, maximum 100 here), never
     by the runs shown: IQM, mean and P(X > Y) as computed by hand."""
-    from pgjax import references
+    from pgjax.analysis import references
 
     monkeypatch.setitem(references.REFERENCES, "brax:x", references.Reference(
         0.0, "test", 100.0, "test", 1000))
@@ -77,7 +77,7 @@ def test_runs_that_all_score_the_same_normalise_to_one_and_reach_the_target(tmp_
                                                                              monkeypatch):
     """Every run of both groups at the task's maximum: each normalises to 1 (not 0), and the
     trust-region table says all of them reached it."""
-    from pgjax import references
+    from pgjax.analysis import references
 
     monkeypatch.setitem(references.REFERENCES, "brax:x", references.Reference(
         0.0, "test", 500.0, "test", 1000))
@@ -86,7 +86,7 @@ def test_runs_that_all_score_the_same_normalise_to_one_and_reach_the_target(tmp_
     df = load([tmp_path])
     agg, _ = aggregate_tables(df, reps=50)
     assert (agg["iqm"] == 1.0).all() and (agg["iqm_ci95_lo"] == 1.0).all()
-    from pgjax.plotting import trust_region_table
+    from pgjax.tools.plotting import trust_region_table
 
     tr = trust_region_table(df).set_index("group")
     # the fake curves reach 500 at the last evaluation (iteration 30, 3,000 steps)
@@ -159,7 +159,7 @@ def test_wandb_mirror_logs_every_row(tmp_path, monkeypatch):
             logged.append((self.kw["name"], "finished", None))
 
     monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=lambda **kw: Run(**kw)))
-    from pgjax.loggers import WandbSink
+    from pgjax.loop.loggers import WandbSink
 
     d = tmp_path / "seed0"
     d.mkdir()
@@ -176,7 +176,7 @@ def _fail(root, rid, update, error):
 
 
 def test_failed_runs_are_counted_and_listed_never_silently_dropped(sweep, capsys):
-    from pgjax.plots import summarize
+    from pgjax.analysis.plots import summarize
 
     root, a, b = sweep
     _fail(root / "b_env1", "seed7", 12, "non-finite loss (run seed7, update 12)")
@@ -259,7 +259,7 @@ def test_trust_region_figure_adds_the_per_agent_kl_of_multi_agent_groups(tmp_pat
     one; single-agent groups (no agent_kl_max) are left out of that panel, not drawn as 0."""
     from matplotlib.figure import Figure
 
-    from pgjax import plotting
+    from pgjax.tools import plotting
 
     fake_run_dir(tmp_path / "ppo_env", "ppo", "brax:x", [1.0, 2.0])
     fake_run_dir(tmp_path / "happo_env", "happo", "brax:x", [1.0, 2.0])
@@ -292,7 +292,7 @@ def test_figures_are_written_as_compact_pngs_that_look_the_same(tmp_path):
     import matplotlib.pyplot as plt
     from PIL import Image
 
-    from pgjax.plots import save_png
+    from pgjax.analysis.plots import save_png
 
     fig, ax = plt.subplots(figsize=(6, 4))
     x = np.linspace(0, 1e6, 200)

@@ -47,7 +47,7 @@ def test_a_plugin_run_moved_to_another_machine_evaluates_renders_resumes_and_rel
     _marked_plugin(here / "plugins", marker)
     # trained in `here` with a relative plugin path, cut after its first chunk (a crash)
     crash = ("import sys; sys.path.insert(0, %r)\n"
-             "import pgjax.runner as r\n"
+             "import pgjax.loop.runner as r\n"
              "real = r.VmappedRuns\n"
              "class Cut(real):\n"
              "    def __init__(self, *a):\n"
@@ -110,7 +110,7 @@ def test_a_plugin_run_moved_to_another_machine_evaluates_renders_resumes_and_rel
     assert json.loads((run_dir / "status.json").read_text())["status"] == "finished"
     assert marker.read_text() == "imported"  # the run's copy ran, not the folder's file
     code = ("import numpy as np, pgjax\n"
-            "from pgjax.trained import evaluate\nfrom pgjax.render import render\n"
+            "from pgjax.tools.trained import evaluate\nfrom pgjax.tools.render import render\n"
             "t = evaluate('runs/r', episodes=2, trust_plugins=True)\n"
             "p = pgjax.load_policy('runs/r', trust_plugins=True)\n"
             "a, _ = p.mode(np.zeros((1,) + p.env.spec.obs_shape, np.float32))\n"
@@ -159,8 +159,8 @@ def test_a_run_trained_here_by_this_user_needs_no_flag_and_a_substitute_is_check
     record = json.loads((root / "config.json").read_text())
     record["plugin_files"][0]["tag"] = "0" * 64
     (root / "config.json").write_text(json.dumps(record))
-    from pgjax import plugin_files
-    from pgjax.errors import ConfigError
+    from pgjax.core import plugin_files
+    from pgjax.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="--trust-plugins"):
         plugin_files.recorded(root, record)
@@ -169,8 +169,8 @@ def test_a_run_trained_here_by_this_user_needs_no_flag_and_a_substitute_is_check
 def test_reading_a_record_imports_nothing(tmp_path):
     """``TrainConfig.from_record`` (what ``pgjax plot`` and the results layer use) never
     imports a plugin a record names."""
-    from pgjax.config import TrainConfig
-    from pgjax.errors import ConfigError
+    from pgjax.training.config import TrainConfig
+    from pgjax.core.errors import ConfigError
 
     marker = tmp_path / "m"
     evil = tmp_path / "evil.py"
@@ -242,9 +242,9 @@ def test_plugin_names_imports_and_lists_are_checked(tmp_path, capsys):
     # a string where a list belongs, in a sweep file and in Python
     sweep = tmp_path / "s.toml"
     sweep.write_text('algos = ["ppo"]\nenvs = ["jax:cartpole"]\n[config]\nplugins = "x.py"\n')
-    from pgjax.errors import ConfigError
-    from pgjax.registry import load_plugins
-    from pgjax.sweep import Sweep
+    from pgjax.core.errors import ConfigError
+    from pgjax.core.registry import load_plugins
+    from pgjax.tools.sweep import Sweep
 
     with pytest.raises(ConfigError, match=r"plugins must be a list.*plugins = \['x.py'\]"):
         Sweep.from_file(sweep)
@@ -254,7 +254,7 @@ def test_plugin_names_imports_and_lists_are_checked(tmp_path, capsys):
 
 
 def test_sweep_plugin_paths_resolve_against_the_sweep_file(tmp_path, monkeypatch):
-    from pgjax.sweep import Sweep
+    from pgjax.tools.sweep import Sweep
 
     folder = tmp_path / "exp"
     folder.mkdir()
@@ -288,8 +288,8 @@ def test_plugin_code_failing_while_traced_is_one_line_and_leaves_the_name_free(t
 def test_a_sweep_folder_never_mixes_shared_settings_across_only_selections(tmp_path):
     """--only ppo*, then --set seeds=3 --only spo*: the second is refused, though neither
     selection holds a group of the other (settings every group shares are recorded once)."""
-    from pgjax.errors import ConfigError
-    from pgjax.sweep import Sweep
+    from pgjax.core.errors import ConfigError
+    from pgjax.tools.sweep import Sweep
 
     toml = tmp_path / "s.toml"
     toml.write_text(f'out = "{tmp_path}"\nalgos = ["ppo", "spo"]\nenvs = ["jax:cartpole"]\n'

@@ -6,13 +6,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pgjax.nets import Parts
+from pgjax.model.nets import Parts
 from pgjax.algos.common import Batch
 from pgjax.algos.pieces import (actor_critic_loss, clipped_surrogate, surrogate_objective,
                                 value_loss)
 from pgjax.algos.ppo import PPOConfig
-from pgjax.results import run_metrics
-from pgjax.distributions import Categorical, Gaussian, StatefulDistribution
+from pgjax.analysis.results import run_metrics
+from pgjax.model.distributions import Categorical, Gaussian, StatefulDistribution
 
 
 class FixedPolicy(NamedTuple):

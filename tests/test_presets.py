@@ -9,8 +9,8 @@ import pytest
 
 from pgjax import ConfigError, TrainConfig
 from pgjax.cli import main, parse_train
-from pgjax.presets import PRESETS, resolve, task_key
-from pgjax.sweep import Sweep
+from pgjax.training.presets import PRESETS, resolve, task_key
+from pgjax.tools.sweep import Sweep
 
 # a task each preset is meant for
 ENVS = {"cleanrl": "gym:HalfCheetah-v5", "spo-paper": "gym:Hopper-v5",

@@ -13,13 +13,13 @@ import pandas as pd
 import pytest
 
 from helpers import interrupting, Interrupt
-from pgjax import presets
-from pgjax.config import RENAMED, TrainConfig
-from pgjax.kinds import StatefulConfig
-from pgjax.errors import ConfigError
-from pgjax.nets import GaussianActor
-from pgjax.runner import run
-from pgjax.results import run_metrics
+from pgjax.training import presets
+from pgjax.training.config import RENAMED, TrainConfig
+from pgjax.training.kinds import StatefulConfig
+from pgjax.core.errors import ConfigError
+from pgjax.model.nets import GaussianActor
+from pgjax.loop.runner import run
+from pgjax.analysis.results import run_metrics
 
 TINY = dict(env="jax:cartpole", num_envs=4, rollout_len=32, eval_every=2, eval_envs=4,
             quiet=True)
@@ -99,7 +99,7 @@ def test_stateful_runs_record_both_evaluations(tmp_path):
 
 
 def test_plot_tables_name_the_evaluation_they_show(tmp_path):
-    from pgjax.plotting import aggregate_tables, load
+    from pgjax.tools.plotting import aggregate_tables, load
 
     run(TrainConfig(**TINY, steps=512, evals=2, eval_mode="both", out=str(tmp_path),
                     name="b"))
@@ -114,7 +114,7 @@ def test_full_state_id_gives_every_agent_the_state_and_its_id():
     """--agents.obs full_state_id: agent i's actor input is the whole global state followed
     by the one-hot vector of i (HARL's MA-MuJoCo actors), written out by hand here."""
     from pgjax.envs import make_env
-    from pgjax.train import build_policy
+    from pgjax.training.train import build_policy
 
     cfg = TrainConfig(env="mabrax:hopper_3x1", algo="happo").with_options(
         {"agents.obs": "full_state_id"})

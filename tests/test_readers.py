@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import pgjax.results as r
+import pgjax.analysis.results as r
 
 
 def _rliable(scores: dict, func, reps: int, seed: int):
@@ -131,7 +131,7 @@ def test_bootstrap_cis_are_bootstrap_ci_of_each_sample():
 
 def _grid_dir(root, values, seeds=2):
     """A finished run directory whose grid over ppo.lr has ``values`` (one group each)."""
-    from pgjax.config import TrainConfig
+    from pgjax.training.config import TrainConfig
 
     runs = []
     for v in values:
@@ -157,7 +157,7 @@ def test_a_large_grids_summary_lists_every_group_and_its_curve_draws_ten(tmp_pat
     as one grey collection named in the legend."""
     from matplotlib.figure import Figure
 
-    from pgjax import plots
+    from pgjax.analysis import plots
 
     values = [round(0.001 * (i + 1), 3) for i in range(40)]
     _grid_dir(tmp_path / "g", values)
@@ -187,10 +187,10 @@ def test_a_rebuilt_sweep_json_is_written_once_for_every_finished_group(tmp_path,
     """A sweep whose groups have all finished and whose sweep.json is gone: one run enters
     every group, with its failed runs, in a single write of sweep.json (not one rewrite of
     the whole file per group), and trains nothing."""
-    import pgjax.runner
-    import pgjax.sweep
-    from pgjax.records import RunRecords
-    from pgjax.sweep import Sweep
+    import pgjax.loop.runner
+    import pgjax.tools.sweep
+    from pgjax.loop.records import RunRecords
+    from pgjax.tools.sweep import Sweep
 
     path = tmp_path / "s.toml"
     path.write_text(f'algos = ["ppo"]\nenvs = ["jax:cartpole"]\nout = "{tmp_path}"\n'
@@ -207,10 +207,10 @@ def test_a_rebuilt_sweep_json_is_written_once_for_every_finished_group(tmp_path,
         (records.root / "status.json").write_text(json.dumps(
             {"status": "finished", "failed_runs": failed}))
     writes = []
-    real = pgjax.sweep.atomic_write_json
-    monkeypatch.setattr(pgjax.sweep, "atomic_write_json",
+    real = pgjax.tools.sweep.atomic_write_json
+    monkeypatch.setattr(pgjax.tools.sweep, "atomic_write_json",
                         lambda p, obj, *a: (writes.append(p.name), real(p, obj, *a)))
-    monkeypatch.setattr(pgjax.runner, "run", lambda *a, **k: pytest.fail("trained"))
+    monkeypatch.setattr(pgjax.loop.runner, "run", lambda *a, **k: pytest.fail("trained"))
     status = sweep.run(log=lambda *a: None)
     assert writes.count("sweep.json") == 1
     saved = json.loads((tmp_path / "s" / "sweep.json").read_text())["groups"]

@@ -10,12 +10,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pgjax.nets import Parts
+from pgjax.model.nets import Parts
 from pgjax import ConfigError, TrainConfig
 from pgjax.algos import PPOConfig
 from pgjax.algos.common import Refresh
 from pgjax.algos.pieces import EpochResult, SGDState, adam_direction, run_epochs
-from pgjax.train import Trainer
+from pgjax.training.train import Trainer
 
 CFG = TrainConfig(env="jax:cartpole", num_envs=4, rollout_len=32, eval_every=1, eval_envs=2,
                   steps=4 * 32 * 2, quiet=True,

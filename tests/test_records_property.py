@@ -38,9 +38,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-import pgjax.runner
+import pgjax.loop.runner
 from pgjax.cli import main
-from pgjax.rundir import inspect, read_rows
+from pgjax.core.rundir import inspect, read_rows
 
 EXAMPLES = int(os.environ.get("PGJAX_PROPERTY_EXAMPLES", "3"))
 STEPS = int(os.environ.get("PGJAX_PROPERTY_STEPS", "8"))
@@ -121,7 +121,7 @@ class RunRecordsMachine(RuleBasedStateMachine):
     def interrupted(self, lr, chunks, how, overwrite):
         """A process stopped after ``chunks`` chunks: its host loop raising (a crash),
         Ctrl-C (one line, exit 130) or a real SIGTERM (one line, exit 143)."""
-        real, calls = pgjax.runner.VmappedRuns, [0]
+        real, calls = pgjax.loop.runner.VmappedRuns, [0]
 
         class Stopping(real):
             def chunk(self, *a, **k):
@@ -133,7 +133,7 @@ class RunRecordsMachine(RuleBasedStateMachine):
                     raise (Kill if how == "kill" else KeyboardInterrupt)
                 return super().chunk(*a, **k)
 
-        pgjax.runner.VmappedRuns = Stopping
+        pgjax.loop.runner.VmappedRuns = Stopping
         try:
             flags = ["--overwrite"] if overwrite else ["--resume"]
             try:
@@ -141,7 +141,7 @@ class RunRecordsMachine(RuleBasedStateMachine):
             except Kill:
                 code, err = 130, ""  # what is left of a crash: checked as a stopped run
         finally:
-            pgjax.runner.VmappedRuns = real
+            pgjax.loop.runner.VmappedRuns = real
         if how == "sigterm":  # stopped (or refused, or finished, before any chunk ran)
             assert code in (143, 0, 2, 3), (code, err)
         self._after(code, err)
@@ -175,7 +175,7 @@ class RunRecordsMachine(RuleBasedStateMachine):
         except (ValueError, KeyError, IndexError, TypeError):
             return  # damaged already
         if edit == "checkpoint":
-            from pgjax.checkpoint import DIGESTS, _digest
+            from pgjax.loop.checkpoint import DIGESTS, _digest
 
             steps = sorted(self.root.glob("checkpoint/[0-9]*/meta/metadata"))
             if not steps:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pgjax.results import run_metrics
+from pgjax.analysis.results import run_metrics
 from pgjax import ConfigError, load_policy
 from pgjax.cli import main
 
@@ -29,7 +29,7 @@ NAME_MATCH = re.compile(
     r'|startswith\(\s*"(brax|gym|jax|mabrax|matrix):'
     r'|(\b(if|and|or|not|return)|=)\s+[\w.]+\s+(not\s+)?in\s+\([^)]*"(brax|gym|jax|mabrax|matrix|'
     r'stateful|recurrent|window|sequential|independent)"')
-OWNERS = ("pgjax/envs/", "pgjax/kinds.py", "pgjax/nets.py", "pgjax/algos/multiagent.py")
+OWNERS = ("pgjax/envs/", "pgjax/training/kinds.py", "pgjax/model/nets.py", "pgjax/algos/multiagent.py")
 
 
 def name_matches(text: str) -> list[str]:
@@ -54,7 +54,7 @@ def test_no_module_matches_a_component_name_outside_its_owner():
 # reads of actor-critic parameters or hyperparameters by string (``params["actor"]``,
 # ``hp["clip_eps"]``): allowed only where pgjax 0.2.0's spelling is kept alive with a warning
 STRING_READ = re.compile(r'\[\s*"(actor|critic)"\s*\]|\bhp\s*\[\s*["\']')
-STRING_READ_OWNERS = ("pgjax/nets.py", "pgjax/hparams.py")
+STRING_READ_OWNERS = ("pgjax/model/nets.py", "pgjax/core/hparams.py")
 # an evaluation column spelled out (eval_return, eval_return_std, eval_length, ...): only in
 # the evaluation component
 EVAL_COLUMN = re.compile(r'["\']eval_(return|length)(_stochastic)?(_std)?["\']')
@@ -78,7 +78,7 @@ def test_parameters_and_hyperparameters_are_read_by_attribute_and_eval_columns_n
     assert EVAL_COLUMN.search('df["eval_return_stochastic"]') and EVAL_COLUMN.search(
         "cols = ('eval_length',)")
     assert not _offending(STRING_READ, STRING_READ_OWNERS)
-    assert not _offending(EVAL_COLUMN, ("pgjax/evaluation.py",))
+    assert not _offending(EVAL_COLUMN, ("pgjax/core/evaluation.py",))
 
 
 def _train(tmp_path, *args, name="r"):
@@ -190,7 +190,7 @@ def test_old_option_names_are_refused_with_the_new_spelling(tmp_path, capsys):
 
 def test_registries_refuse_unknown_names_and_a_second_registration():
     from pgjax.envs import EnvFamily, register
-    from pgjax.registry import ENV_FAMILIES, POLICY_KINDS
+    from pgjax.core.registry import ENV_FAMILIES, POLICY_KINDS
 
     with pytest.raises(ConfigError, match="unknown policy kind 'lstm'.*stateful"):
         POLICY_KINDS.get("lstm")

@@ -14,7 +14,7 @@ import pytest
 from pgjax import TrainConfig, run
 from pgjax.algos import PPOConfig
 from pgjax.cli import main
-from pgjax.results import run_metrics
+from pgjax.analysis.results import run_metrics
 
 TINY = TrainConfig(num_envs=8, rollout_len=16, eval_every=2, eval_envs=2, steps=8 * 16 * 2,
                    quiet=True, checkpoint_every=0, ppo=PPOConfig(epochs=1, minibatches=4))
@@ -48,7 +48,7 @@ def test_brax_episode_video_mp4_and_gif(brax_run, tmp_path, capsys):
 def test_gymnasium_mujoco_episode_video_and_eval(tmp_path, capsys):
     import numpy as np
 
-    from pgjax.trained import evaluate
+    from pgjax.tools.trained import evaluate
 
     records = run(dataclasses.replace(TINY, env="gym:HalfCheetah-v5", out=str(tmp_path),
                                       name="ghc", num_envs=2, rollout_len=64, steps=2 * 64 * 2,
@@ -185,7 +185,7 @@ def test_brax_frames_follow_a_travelling_body():
     import mujoco
     import numpy as np
 
-    from pgjax.render import FollowCamera, system_frames, travelling_body
+    from pgjax.tools.render import FollowCamera, system_frames, travelling_body
 
     model = _brax_model("hopper")
     assert travelling_body(model) == 1  # the torso, on rootx/rootz/rooty
@@ -223,7 +223,7 @@ def test_a_body_fixed_to_the_world_is_framed_once():
     import mujoco
     import numpy as np
 
-    from pgjax.render import FollowCamera, travelling_body
+    from pgjax.tools.render import FollowCamera, travelling_body
 
     model = _brax_model("inverted_pendulum")  # the cart's slide joint is limited
     assert travelling_body(model) is None
@@ -240,7 +240,7 @@ def test_soft_floor_keeps_the_pattern_in_close_tones_and_leaves_the_model():
     import mujoco
     import numpy as np
 
-    from pgjax.render import soft_floor
+    from pgjax.tools.render import soft_floor
 
     model = _brax_model("hopper")
     before = model.tex_data.copy()
@@ -260,7 +260,7 @@ def test_soft_floor_keeps_the_pattern_in_close_tones_and_leaves_the_model():
                                                (0.01, None, (4, 25)), (0.05, None, (1, 20)),
                                                (0.008, 60, (1, 60))])
 def test_frame_stride_plays_in_real_time_at_most_30_fps(dt, fps, expected):
-    from pgjax.render import frame_stride
+    from pgjax.tools.render import frame_stride
 
     assert frame_stride(dt, fps) == expected
 
@@ -268,7 +268,7 @@ def test_frame_stride_plays_in_real_time_at_most_30_fps(dt, fps, expected):
 def test_gymnasium_frames_follow_a_travelling_body():
     import gymnasium
 
-    from pgjax.render import _gym_draw
+    from pgjax.tools.render import _gym_draw
 
     env = gymnasium.make("Hopper-v5", render_mode="rgb_array", width=160, height=120)
     env.reset(seed=0)
@@ -295,7 +295,7 @@ def test_playground_frames_come_from_the_models_tracking_camera():
     import numpy as np
 
     from pgjax.envs.playground_env import load
-    from pgjax.render import trajectory_frames
+    from pgjax.tools.render import trajectory_frames
 
     raw, _ = load("CheetahRun")
     m = raw.mj_model

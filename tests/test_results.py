@@ -1,4 +1,4 @@
-"""pgjax.results: reference-normalised finals that never turn a solved seed into 0, the
+"""pgjax.analysis.results: reference-normalised finals that never turn a solved seed into 0, the
 final return as a mean over the last evaluations, status counts, group labels, and the
 loader on committed (compressed) records."""
 from __future__ import annotations
@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import pgjax.results as r
-from pgjax.config import TrainConfig
-from pgjax.references import REFERENCES
+import pgjax.analysis.results as r
+from pgjax.training.config import TrainConfig
+from pgjax.analysis.references import REFERENCES
 
 REPO = Path(__file__).resolve().parent.parent
 ENV = "brax:inverted_pendulum"  # references: random 5.74, maximum 1000 (the optimum)
@@ -116,7 +116,7 @@ def test_group_labels_list_only_what_differs_and_matters(tmp_path):
 
 
 def test_an_unknown_label_option_is_refused_before_anything_runs():
-    from pgjax.errors import ConfigError
+    from pgjax.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"names '\{carry\}', which is not an option"):
         TrainConfig(env=ENV, label="{carry}").validate()
@@ -135,9 +135,9 @@ def test_load_reads_committed_compressed_records_without_parameters():
 
 
 def test_a_sweep_group_names_itself_with_label(tmp_path):
-    from pgjax.errors import ConfigError
-    from pgjax.options import fill_label, flat_options
-    from pgjax.sweep import Sweep
+    from pgjax.core.errors import ConfigError
+    from pgjax.training.options import fill_label, flat_options
+    from pgjax.tools.sweep import Sweep
 
     spec = {"name": "s", "out": str(tmp_path), "algos": ["ppo", "spo"],
             "envs": ["jax:cartpole"], "config": {"label": "{algo} on {env}"}}

@@ -10,7 +10,7 @@ import pytest
 
 import pgjax.cli
 from pgjax.cli import main
-from pgjax.records import exact, is_finished, run_id
+from pgjax.loop.records import exact, is_finished, run_id
 
 
 def _train(tmp_path, *args, name="r"):
@@ -49,12 +49,12 @@ def test_overwrite_sets_the_old_run_aside_until_the_new_one_finishes(tmp_path, m
                                                                      capsys):
     """While the new run trains the old one is in .trash (a SIGKILL leaves it there); a new
     run stopped (Ctrl-C, SIGTERM) or crashing puts it back; a successful one removes it."""
-    from pgjax.errors import Terminated
+    from pgjax.core.errors import Terminated
 
     assert _train(tmp_path) == 0
     root = tmp_path / "r"
     before = _snapshot(root)
-    import pgjax.runner
+    import pgjax.loop.runner
 
     for stop, code in ((KeyboardInterrupt, 130), (Terminated, 143), (RuntimeError, None)):
         def crash(*a, **k):
@@ -63,7 +63,7 @@ def test_overwrite_sets_the_old_run_aside_until_the_new_one_finishes(tmp_path, m
             assert not is_finished(root)
             raise stop
 
-        monkeypatch.setattr(pgjax.runner, "_train_chunks", crash)
+        monkeypatch.setattr(pgjax.loop.runner, "_train_chunks", crash)
         if code is None:
             with pytest.raises(RuntimeError):
                 _train(tmp_path, "--overwrite", "--ppo.lr", "1e-3")
@@ -80,7 +80,7 @@ def test_an_overwrite_whose_new_runs_all_fail_keeps_the_old_run(tmp_path, monkey
     """Exit 3 with every new run failed: the finished run it was to replace is put back (the
     failed records kept in .trash); with some failed, the old run stays in .trash and the
     warning says where and how to restore it."""
-    import pgjax.chunk_loop
+    import pgjax.loop.chunk_loop
 
     assert _train(tmp_path, "--seeds", "2") == 0
     root = tmp_path / "r"
@@ -92,14 +92,14 @@ def test_an_overwrite_whose_new_runs_all_fail_keeps_the_old_run(tmp_path, monkey
                                         f"{first_iter + 1})") for r in active if r in which}
         return find
 
-    monkeypatch.setattr(pgjax.chunk_loop, "find_failures", failing({0, 1}))
+    monkeypatch.setattr(pgjax.loop.chunk_loop, "find_failures", failing({0, 1}))
     assert _train(tmp_path, "--seeds", "2", "--overwrite", "--ppo.lr", "1e-3") == 3
     err = capsys.readouterr().err
     assert "every run of the new one failed" in err and "replaced again" in err, err
     assert is_finished(root) and _snapshot(root) == before
     failed = list((tmp_path / ".trash").glob("r-*/runs/seed*/status.json"))
     assert len(failed) == 2  # the new run's records, kept
-    monkeypatch.setattr(pgjax.chunk_loop, "find_failures", failing({0}))
+    monkeypatch.setattr(pgjax.loop.chunk_loop, "find_failures", failing({0}))
     assert _train(tmp_path, "--seeds", "2", "--overwrite", "--ppo.lr", "1e-3") == 3
     err = capsys.readouterr().err
     kept = [p for p in (tmp_path / ".trash").iterdir()
@@ -144,8 +144,8 @@ def test_links_in_a_received_run_never_lead_writes_outside_it(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "symbolic link" in err and "outside" in err, err
     assert {p.name: p.read_bytes() for p in (outside / "seed0").iterdir()} == before
-    from pgjax.files import atomic_write_bytes
-    from pgjax.errors import ConfigError
+    from pgjax.core.files import atomic_write_bytes
+    from pgjax.core.errors import ConfigError
     with pytest.raises(ConfigError, match="symbolic link"):
         atomic_write_bytes(root / "runs" / "seed0" / "metrics.csv", b"x", within=root)
 
@@ -168,8 +168,8 @@ def test_namespaced_ids_and_option_strings_name_one_directory(tmp_path):
     groups; values that differ only in such characters, and names longer than a directory
     name may be, are refused before anything runs."""
     from pgjax import TrainConfig
-    from pgjax.config import ConfigError
-    from pgjax.sweep import Sweep
+    from pgjax.training.config import ConfigError
+    from pgjax.tools.sweep import Sweep
 
     name = TrainConfig(env="gym:phys2d/CartPole-v1").with_name().name
     assert name.startswith("ppo_gym-phys2d-CartPole-v1_") and "/" not in name
@@ -219,7 +219,7 @@ import pytest  # noqa: E402
 from helpers import Interrupt, assert_same_records, interrupting  # noqa: E402
 from pgjax import TrainConfig, run  # noqa: E402
 from pgjax.algos import PPOConfig  # noqa: E402
-from pgjax.errors import ConfigError  # noqa: E402
+from pgjax.core.errors import ConfigError  # noqa: E402
 
 SMALL = TrainConfig(env="jax:cartpole", num_envs=8, rollout_len=16, eval_every=2, eval_envs=4,
                     episode_length=100, steps=8 * 16 * 2 * 4, quiet=True, checkpoint_seconds=0,
@@ -301,7 +301,7 @@ def test_checksums_missing_or_damaged_are_not_called_damaged_checkpoints(referen
 
 
 def test_damaged_status_files_are_one_line_everywhere(reference, capsys):
-    from pgjax.trained import evaluate
+    from pgjax.tools.trained import evaluate
 
     cfg, full = reference
     shutil.copytree(full, Path(cfg.out) / "st")
@@ -377,11 +377,11 @@ def test_a_sweep_shared_with_other_settings_is_refused(tmp_path, capsys, monkeyp
     """Two processes on one sweep folder: the second one's --set differs while the first has
     recorded its settings but not yet created a group: refused with one line naming the
     difference (exit 2), nothing trained; with the same settings it shares the sweep."""
-    import pgjax.runner
+    import pgjax.loop.runner
 
     f = tmp_path / "s.toml"
     f.write_text(SWEEP.format(out=tmp_path))
-    real, other = pgjax.runner.run, []
+    real, other = pgjax.loop.runner.run, []
 
     def first_group(cfg, log, strict):  # the other process starts here
         if not other:
@@ -391,7 +391,7 @@ def test_a_sweep_shared_with_other_settings_is_refused(tmp_path, capsys, monkeyp
             other.append(main(["sweep", str(f)]))  # the same settings: it trains the group
         return real(cfg, log=log, strict=strict)
 
-    monkeypatch.setattr(pgjax.runner, "run", first_group)
+    monkeypatch.setattr(pgjax.loop.runner, "run", first_group)
     assert main(["sweep", str(f)]) == 0
     code, err, held, same = other
     assert code == 2 and len(err.splitlines()) == 1, err
@@ -465,9 +465,9 @@ def test_two_plugins_registering_one_name_is_an_error_naming_both(tmp_path, caps
 ])
 def test_meaningless_or_oversized_options_are_one_line(tmp_path, capsys, monkeypatch, args,
                                                        words):
-    import pgjax.runner
+    import pgjax.loop.runner
 
-    monkeypatch.setattr(pgjax.runner, "VmappedRuns", None)  # nothing may compile
+    monkeypatch.setattr(pgjax.loop.runner, "VmappedRuns", None)  # nothing may compile
     assert _train(tmp_path, *args) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and words in err, err
@@ -494,7 +494,7 @@ def test_ctrl_c_during_a_checkpoint_waits_for_it_to_be_whole():
     import os
     import signal
 
-    from pgjax.files import interrupts_deferred
+    from pgjax.core.files import interrupts_deferred
 
     done = []
     before = signal.getsignal(signal.SIGINT)  # SIG_IGN where started in the background
@@ -524,9 +524,9 @@ def test_runs_inside_runs_and_contradicting_flags_are_refused(reference, capsys)
 def test_a_directory_that_is_not_a_run_is_never_replaced(tmp_path, capsys, monkeypatch):
     """A sweep's folder (or any folder of other files) named as a run directory is refused,
     even with --overwrite, and left as it was."""
-    import pgjax.runner
+    import pgjax.loop.runner
 
-    monkeypatch.setattr(pgjax.runner, "VmappedRuns", None)  # nothing may compile
+    monkeypatch.setattr(pgjax.loop.runner, "VmappedRuns", None)  # nothing may compile
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "sweep.json").write_text("{}")
     (tmp_path / "r" / "notes.txt").write_text("mine")
@@ -543,7 +543,7 @@ def test_progress_says_when_no_episode_ended_and_how_steps_were_rounded(tmp_path
 
     import numpy as np
 
-    from pgjax.runner import _progress_line
+    from pgjax.loop.runner import _progress_line
 
     s = SimpleNamespace(cfg=TrainConfig(**{**SMALL.__dict__}), run_ids=["a", "b"])
     line = _progress_line(s, 0, {"train_return": np.full(2, np.nan)}, None, {}, 1.0, 1.0)
@@ -580,7 +580,7 @@ def test_a_run_that_failed_before_the_checkpoint_does_not_block_the_resume(tmp_p
 
 def test_after_falling_back_to_an_older_checkpoint_new_ones_are_saved(reference,
                                                                       monkeypatch):
-    from pgjax.checkpoint import verified_steps
+    from pgjax.loop.checkpoint import verified_steps
 
     cfg, full = reference
     cut = _cut(dataclasses.replace(cfg, name="fb"), monkeypatch)
@@ -609,9 +609,9 @@ def _enospc(name: str, after: int):
     import errno
     import os
 
-    import pgjax.files
+    import pgjax.core.files
 
-    real, calls = pgjax.files._fresh, [0]
+    real, calls = pgjax.core.files._fresh, [0]
 
     def fresh(tmp):
         if tmp.name.startswith(f".{name}."):
@@ -626,13 +626,13 @@ def test_a_full_disk_while_training_is_one_line_and_the_run_resumes(tmp_path, mo
                                                                      capsys):
     """ENOSPC writing a record, or no room for a checkpoint: one line naming the file, exit
     3, nothing marked finished, no temporary file left; --resume then finishes it."""
-    import pgjax.chunk_loop
-    import pgjax.files
-    from pgjax.rundir import inspect, read_rows
+    import pgjax.loop.chunk_loop
+    import pgjax.core.files
+    from pgjax.core.rundir import inspect, read_rows
 
     root = tmp_path / "r"
     args = ["--steps", "2048", "--checkpoint-seconds", "0"]
-    monkeypatch.setattr(pgjax.files, "_fresh", _enospc("metrics.csv", 3))
+    monkeypatch.setattr(pgjax.core.files, "_fresh", _enospc("metrics.csv", 3))
     assert _train(tmp_path, *args) == 3
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1, err
@@ -640,7 +640,7 @@ def test_a_full_disk_while_training_is_one_line_and_the_run_resumes(tmp_path, mo
     assert inspect(root).state == "unfinished" and not list(root.rglob(".*.tmp"))
     monkeypatch.undo()
     Free = type("Usage", (), {"free": 0})
-    monkeypatch.setattr(pgjax.chunk_loop.shutil, "disk_usage", lambda p: Free)
+    monkeypatch.setattr(pgjax.loop.chunk_loop.shutil, "disk_usage", lambda p: Free)
     assert _train(tmp_path, *args, "--resume") == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert "checkpoint: the storage is full" in err[-1] and len(err) <= 2, err
@@ -655,10 +655,10 @@ def test_unwritable_outputs_and_overlong_paths_are_one_line(tmp_path, monkeypatc
     import errno
     import os
 
-    import pgjax.runner
+    import pgjax.loop.runner
 
     long_out = tmp_path.joinpath(*["d" * 250] * 20)  # longer than any path may be
-    monkeypatch.setattr(pgjax.runner, "VmappedRuns", None)  # nothing may compile
+    monkeypatch.setattr(pgjax.loop.runner, "VmappedRuns", None)  # nothing may compile
     assert main(["train", "--env", "jax:cartpole", "--out", str(long_out)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "too long" in err and "--out" in err, err
@@ -679,7 +679,7 @@ def test_hand_edited_or_foreign_manifests_are_one_line_never_used(tmp_path, caps
     infinite, beyond float32, a run id that names another seed, a run's own config.json
     that disagrees) is damaged: one line for every reader, never read under a wrong
     label."""
-    from pgjax.rundir import inspect
+    from pgjax.core.rundir import inspect
 
     assert _train(tmp_path, "--grid", "ppo.lr=1e-3,3e-4") == 0
     root = tmp_path / "r"
@@ -733,7 +733,7 @@ def test_a_checkpoint_from_another_run_is_never_restored(tmp_path, monkeypatch):
 def test_run_ids_of_very_large_grids_stay_folder_names():
     """A grid that varies many options names each run by a folder name a file system takes
     (at most ID_BYTES), still one id per grid point, still ending in its seed."""
-    from pgjax.records import ID_BYTES
+    from pgjax.loop.records import ID_BYTES
 
     varied = [f"rule.option_number_{i}" for i in range(40)]
     ids = set()
@@ -745,7 +745,7 @@ def test_run_ids_of_very_large_grids_stay_folder_names():
     assert len(ids) == 50
     assert run_id(0, {"ppo.lr": 1e-4}, ["ppo.lr"]) == "lr=0.0001_seed0"  # short: unchanged
     # the longest run name's place in .trash is a folder name too, and is emptied
-    from pgjax.records import empty_trash, trash_dir
+    from pgjax.loop.records import empty_trash, trash_dir
 
     root = Path(__import__("tempfile").mkdtemp()) / ("n" * 255)
     aside = trash_dir(root)
@@ -761,7 +761,7 @@ def test_records_a_kill_left_halfway_to_or_from_trash_are_put_back(tmp_path):
     split between the run directory and its journaled entry in .trash; the next claim puts
     them back together in the run directory, before it looks at what the directory holds.
     Entries set aside whole stay where they are."""
-    from pgjax.records import MOVING, claim
+    from pgjax.loop.records import MOVING, claim
 
     assert _train(tmp_path, name="done") == 0
     root = tmp_path / "r"
@@ -824,7 +824,7 @@ def test_sigterm_stops_training_with_143_and_the_run_resumes(tmp_path):
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 143 and "terminated" in err and "Traceback" not in err, err
-    from pgjax.rundir import inspect
+    from pgjax.core.rundir import inspect
 
     assert inspect(tmp_path / "r").state == "unfinished"
     done = subprocess.run(argv + ["--resume", "--quiet"], capture_output=True, text=True,
@@ -838,7 +838,7 @@ def test_a_finish_marker_the_rows_do_not_bear_out_is_never_read_as_finished(tmp_
     is unfinished to every reader, with the reason, and plot leaves it out."""
     import gzip
 
-    from pgjax.rundir import inspect
+    from pgjax.core.rundir import inspect
 
     assert _train(tmp_path) == 0
     root = tmp_path / "r"

@@ -11,16 +11,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pgjax.nets import Parts
+from pgjax.model.nets import Parts
 from pgjax import TrainConfig
 from pgjax.algos.pieces import actor_critic_loss, clipped_surrogate, surrogate_objective
 from pgjax.algos.ppo import PPOConfig
 from pgjax.envs.core import ActionSpace, EnvSpec
 from pgjax.envs.functional import VectorEnv
 from pgjax.envs.memory import StatefulEnv
-from pgjax.policies import make_stateful_policy
-from pgjax.runner import stack_hparams
-from pgjax.train import Trainer
+from pgjax.model.policies import make_stateful_policy
+from pgjax.loop.runner import stack_hparams
+from pgjax.training.train import Trainer
 
 
 def cue_env(num_envs: int) -> VectorEnv:
@@ -76,7 +76,7 @@ def test_s2pg_gradient_matches_the_exact_gradient():
 
     # -- S2PG estimates: one rollout of 2 steps in every env, pgjax's own batch and loss ----
     state, k_roll, _ = trainer.split(state)
-    from pgjax.rollout import rollout
+    from pgjax.training.rollout import rollout
 
     _, traj = jax.jit(lambda s, k: rollout(trainer.env, policy, s.params.actor, None,
                                            s.rollout, k, 2))(state, k_roll)

@@ -19,11 +19,11 @@ import pandas as pd
 import pytest
 
 from pgjax import TrainConfig, run
-from pgjax.results import run_metrics
+from pgjax.analysis.results import run_metrics
 from pgjax.algos import FixPOConfig, PPOConfig
 from pgjax.envs import ConfigError
-from pgjax.sweep import Sweep
-from pgjax.errors import TrainingError
+from pgjax.tools.sweep import Sweep
+from pgjax.core.errors import TrainingError
 
 from helpers import Interrupt, assert_same_records, interrupting
 
@@ -100,7 +100,7 @@ def test_resume_skips_a_damaged_checkpoint_and_refuses_when_all_are(how, tmp_pat
     """The newest checkpoint damaged: the resume says so, falls back to the older one and
     ends with the records of an uninterrupted run. Both damaged: a one-line error before
     anything compiles, and nothing is deleted or marked finished."""
-    import pgjax.runner
+    import pgjax.loop.runner
 
     cfg = dataclasses.replace(SMALL, seeds=2, out=str(tmp_path), checkpoint_every=1)
     full = run(dataclasses.replace(cfg, name="full"))
@@ -116,7 +116,7 @@ def test_resume_skips_a_damaged_checkpoint_and_refuses_when_all_are(how, tmp_pat
     cut = _cut_run(dataclasses.replace(cfg, name="cut2"), monkeypatch)
     for step in (2, 3):
         _damage(_largest_file(cut / "checkpoint" / str(step)), how)
-    monkeypatch.setattr(pgjax.runner, "VmappedRuns", None)  # nothing may compile
+    monkeypatch.setattr(pgjax.loop.runner, "VmappedRuns", None)  # nothing may compile
     capsys.readouterr()
     assert _cli_resume(dataclasses.replace(cfg, name="cut2")) == 2
     err = capsys.readouterr().err.strip()
@@ -144,7 +144,7 @@ DAMAGED_RECORDS = [
 @pytest.mark.parametrize("what,edit,message", DAMAGED_RECORDS, ids=[d[0] for d in DAMAGED_RECORDS])
 def test_resume_refuses_damaged_records_before_training(what, edit, message, tmp_path,
                                                         monkeypatch, capsys):
-    import pgjax.runner
+    import pgjax.loop.runner
 
     cfg = dataclasses.replace(SMALL, out=str(tmp_path), name="r", checkpoint_every=1)
     root = _cut_run(cfg, monkeypatch, chunks=2)
@@ -153,7 +153,7 @@ def test_resume_refuses_damaged_records_before_training(what, edit, message, tmp
         metrics.write_bytes(metrics.read_bytes()[:40] + bytes(range(128, 256)) * 4)
     else:
         metrics.write_text(edit(metrics.read_text()))
-    monkeypatch.setattr(pgjax.runner, "VmappedRuns", None)  # nothing may compile
+    monkeypatch.setattr(pgjax.loop.runner, "VmappedRuns", None)  # nothing may compile
     assert _cli_resume(cfg) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err, err
@@ -162,12 +162,12 @@ def test_resume_refuses_damaged_records_before_training(what, edit, message, tmp
 
 
 def test_resume_refuses_a_torn_config_json(tmp_path, monkeypatch, capsys):
-    import pgjax.runner
+    import pgjax.loop.runner
 
     cfg = dataclasses.replace(SMALL, out=str(tmp_path), name="r", checkpoint_every=1)
     root = _cut_run(cfg, monkeypatch, chunks=1)
     (root / "config.json").write_text((root / "config.json").read_text()[:50])
-    monkeypatch.setattr(pgjax.runner, "VmappedRuns", None)
+    monkeypatch.setattr(pgjax.loop.runner, "VmappedRuns", None)
     assert _cli_resume(cfg) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "config.json is damaged" in err, err
@@ -197,7 +197,7 @@ def test_resume_refuses_a_different_config(tmp_path):
 
 @pytest.mark.slow
 def test_gymnasium_run_resumes_and_completes(tmp_path, monkeypatch):
-    import pgjax.runner as runner_mod
+    import pgjax.loop.runner as runner_mod
 
     cfg = TrainConfig(env="gym:CartPole-v1", num_envs=2, rollout_len=32, eval_every=2,
                       eval_envs=2, steps=2 * 32 * 2 * 3, quiet=True, out=str(tmp_path),
@@ -287,10 +287,10 @@ def test_sweep_is_validated_whole_before_anything_runs(envs, table, message, tmp
                                                        monkeypatch):
     """Every group's environment and policy are built and every key is used, in --dry-run
     and before the first group trains: one line, exit 2, nothing run."""
-    import pgjax.runner
+    import pgjax.loop.runner
     from pgjax.cli import main
 
-    monkeypatch.setattr(pgjax.runner, "VmappedRuns", None)  # nothing may compile
+    monkeypatch.setattr(pgjax.loop.runner, "VmappedRuns", None)  # nothing may compile
     path = tmp_path / "s.toml"
     path.write_text(f'algos = ["ppo", "trpo"]\n{envs}\nout = "{tmp_path}"\n{table}\n')
     for extra in (["--dry-run"], []):
@@ -351,7 +351,7 @@ def test_sweeps_of_one_directory_at_once_keep_each_others_entries(tmp_path, monk
     since the start)."""
     import types
 
-    import pgjax.runner
+    import pgjax.loop.runner
 
     path = tmp_path / "s.toml"
     path.write_text(f'algos = ["ppo", "trpo"]\nenvs = ["jax:cartpole"]\nout = "{tmp_path}"\n')
@@ -362,7 +362,7 @@ def test_sweeps_of_one_directory_at_once_keep_each_others_entries(tmp_path, monk
                      other.status())
         return types.SimpleNamespace(failed={}, run_dirs={})
 
-    monkeypatch.setattr(pgjax.runner, "run", fake_run)
+    monkeypatch.setattr(pgjax.loop.runner, "run", fake_run)
     status = mine.run(log=lambda *a: None)
     saved = json.loads((tmp_path / "s" / "sweep.json").read_text())["groups"]
     assert sorted(saved) == sorted(status["groups"]) == ["ppo_jax-cartpole", "trpo_jax-cartpole"]
@@ -377,8 +377,8 @@ def test_a_group_another_process_trains_is_left_to_it(tmp_path, monkeypatch, cap
 
     from filelock import FileLock
 
-    import pgjax.runner
-    from pgjax import records
+    import pgjax.loop.runner
+    from pgjax.loop import records
     from pgjax.cli import main
 
     path = tmp_path / "s.toml"
@@ -391,7 +391,7 @@ def test_a_group_another_process_trains_is_left_to_it(tmp_path, monkeypatch, cap
         lock.release()
         return types.SimpleNamespace(failed={}, run_dirs={})
 
-    monkeypatch.setattr(pgjax.runner, "run", fake_run)
+    monkeypatch.setattr(pgjax.loop.runner, "run", fake_run)
     (tmp_path / "s" / "ppo_jax-cartpole").mkdir(parents=True)
     other = FileLock(tmp_path / "s" / "ppo_jax-cartpole" / ".lock", timeout=0)
     other.acquire()  # the other process
@@ -462,7 +462,7 @@ def test_nonfinite_run_is_recorded_and_others_carry_on(tmp_path):
 # -- devices ----------------------------------------------------------------------------------
 SHARD_SCRIPT = """
 import sys, jax
-from pgjax.sweep import Sweep
+from pgjax.tools.sweep import Sweep
 assert len(jax.devices()) == 4, jax.devices()
 spec = {"name": sys.argv[2], "out": sys.argv[1], "algos": ["ppo", "trpo"],
         "envs": ["jax:cartpole"], "seeds": 3,
@@ -472,7 +472,7 @@ spec = {"name": sys.argv[2], "out": sys.argv[1], "algos": ["ppo", "trpo"],
                    "trpo.vf_minibatches": 4},
         "grid": {"ppo.lr": [1e-4, 3e-4]}}
 Sweep.from_dict(spec).run(log=lambda *a: None)
-from pgjax.runner import Placement
+from pgjax.loop.runner import Placement
 p = Placement(6, spec["config"]["shard"])
 assert (p.num_devices, p.padded) == ((4, 8) if spec["config"]["shard"] else (1, 6))
 """
@@ -644,7 +644,7 @@ def test_every_committed_sweep_file_builds_and_resumes_its_records(path, monkeyp
     committed records would resume them: the command its README row gives still runs, and a
     later change to pgjax's options or presets shows up here rather than as a refusal when
     someone reruns the experiment."""
-    from pgjax.runner import check_resumable
+    from pgjax.loop.runner import check_resumable
 
     monkeypatch.chdir(REPO)  # the files' out = "experiments/results/sweeps" is relative
     sweep = Sweep.from_file(path)

@@ -13,9 +13,9 @@ import pytest
 from pgjax import TrainConfig, Trainer, load_policy, make_env, run
 from pgjax.algos import PPOConfig
 from pgjax.cli import main
-from pgjax.runner import run_keys
-from pgjax.trained import evaluate
-from pgjax.results import run_metrics
+from pgjax.loop.runner import run_keys
+from pgjax.tools.trained import evaluate
+from pgjax.analysis.results import run_metrics
 
 SMALL = TrainConfig(env="jax:cartpole", num_envs=8, rollout_len=16, eval_every=2, eval_envs=4,
                     episode_length=100, steps=8 * 16 * 2 * 2, quiet=True, checkpoint_every=0,

@@ -11,9 +11,9 @@ import pytest
 
 from pgjax import ConfigError, TrainConfig, Trainer, run
 from pgjax.algos import PPOConfig
-from pgjax.records import load_params
-from pgjax.runner import VmappedRuns, run_keys, stack_hparams
-from pgjax.results import run_metrics
+from pgjax.loop.records import load_params
+from pgjax.loop.runner import VmappedRuns, run_keys, stack_hparams
+from pgjax.analysis.results import run_metrics
 
 SMALL = TrainConfig(env="jax:cartpole", diagnostics="full", num_envs=8, rollout_len=16,
                     eval_every=3, eval_envs=4,
@@ -100,7 +100,7 @@ def test_same_seed_twice_gives_identical_metrics(tmp_path):
 def test_training_chunk_compiles_once_across_chunks(tmp_path, monkeypatch):
     """Two programs for the whole host loop, each compiled once: init, and the chunk that
     also runs the evaluations (here at step 0, mid-run and the end)."""
-    import pgjax.runner as runner_mod
+    import pgjax.loop.runner as runner_mod
 
     cfg = dataclasses.replace(SMALL, out=str(tmp_path), name="c", seeds=2, evals=3)
     assert cfg.num_chunks == 3
@@ -166,7 +166,7 @@ def test_reset_pool_redrawn_every_rollout_or_fixed(policy):
     """--reset-pool rollout redraws the restart states before every rollout (plain and BPTT
     trainers); fixed keeps each environment's one restart state for the whole run, and the
     episodes that end restart from exactly that state."""
-    from pgjax.train import make_trainer
+    from pgjax.training.train import make_trainer
 
     pools = {}
     for mode in ("rollout", "fixed"):
@@ -188,7 +188,7 @@ def test_reset_pool_redrawn_every_rollout_or_fixed(policy):
 
 
 def test_fixed_reset_pool_restarts_every_episode_from_the_same_state():
-    from pgjax.rollout import RolloutCarry, rollout
+    from pgjax.training.rollout import RolloutCarry, rollout
 
     cfg = dataclasses.replace(SMALL, reset_pool="fixed")
     trainer = Trainer(cfg)

@@ -8,18 +8,18 @@ import numpy as np
 import pytest
 from jax.flatten_util import ravel_pytree
 
-from pgjax.nets import Parts
+from pgjax.model.nets import Parts
 from pgjax import TrainConfig, Trainer
 from pgjax.algos import FixPOConfig, PPOConfig, TRPOConfig
 from pgjax.algos.common import Batch
 from pgjax.algos.spo import spo_surrogate
 from pgjax.algos.trpo import (conjugate_gradient, fisher_vector_product, make_trpo,
                               policy_objectives)
-from pgjax.distributions import broadcast_params
+from pgjax.model.distributions import broadcast_params
 from pgjax.envs import ActionSpace
-from pgjax.policies import make_actor_critic
-from pgjax.errors import TrainingError
-from pgjax.runner import run
+from pgjax.model.policies import make_actor_critic
+from pgjax.core.errors import TrainingError
+from pgjax.loop.runner import run
 
 
 def random_batch(policy, params, key, size=64, obs_dim=3, adv_scale=1.0):
@@ -151,7 +151,7 @@ def test_fixpo_max_kl_bound_holds_after_every_update(env, policy_kw, every_epoch
     trainer = Trainer(cfg)
     runs = [(s, {**cfg.base_hparams(), "fixpo.lr": lr}) for lr in (3e-4, 3e-3, 1e-2, 3e-2)
             for s in range(6)]
-    from pgjax.runner import run_keys, stack_hparams
+    from pgjax.loop.runner import run_keys, stack_hparams
     keys, _ = run_keys(runs)
     hps = stack_hparams(runs)
     chunk = jax.jit(jax.vmap(trainer.chunk))

@@ -1,4 +1,4 @@
-"""Verdict words from one function (pgjax.verdicts, re-exported by pgjax.results): groups from
+"""Verdict words from one function (pgjax.analysis.verdicts, re-exported by pgjax.analysis.results): groups from
 one distribution are not separated (or equivalent within a wide margin), groups clearly apart
 are better / worse, too few seeds get no verdict, and the interval is Welch's (checked
 against scipy's own)."""
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pgjax.results import MIN_SEEDS, VerdictError, spread_label, verdict, welch_interval
+from pgjax.analysis.results import MIN_SEEDS, VerdictError, spread_label, verdict, welch_interval
 
 
 def test_welch_interval_is_scipys():

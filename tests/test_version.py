@@ -34,6 +34,6 @@ def test_version_flag_of_the_installed_command():
 
 
 def test_records_carry_the_version():
-    from pgjax.records import _versions
+    from pgjax.loop.records import _versions
 
     assert _versions()["pgjax"] == pgjax.__version__

@@ -29,10 +29,11 @@ API = {
     "reference/api/pgjax.md": (
         "pgjax", "The entry points: a typed config, `run` to train it, `load_policy` to act "
         "with what it trained.",
-        ["pgjax.config.TrainConfig", "pgjax.runner.run", "pgjax.trained.load_policy"]),
+        ["pgjax.training.config.TrainConfig", "pgjax.loop.runner.run",
+         "pgjax.tools.trained.load_policy"]),
     "reference/api/results.md": (
-        "pgjax.results", "Reading records into tables: learning curves, final returns, "
-        "aggregates with bootstrap confidence intervals.", ["pgjax.results"]),
+        "pgjax.analysis.results", "Reading records into tables: learning curves, final returns, "
+        "aggregates with bootstrap confidence intervals.", ["pgjax.analysis.results"]),
     "reference/api/algos.md": (
         "pgjax.algos", "Update rules: registering one, and the pieces to build it from.",
         ["pgjax.algos.register", "pgjax.algos.Rule", "pgjax.algos.common.Algorithm",
@@ -41,14 +42,26 @@ API = {
         "pgjax.envs", "Environment families behind one pure, batched interface.",
         ["pgjax.envs"]),
     "reference/api/kinds.md": (
-        "pgjax.kinds", "Policy kinds (feedforward, stateful, recurrent, window) and their "
-        "settings.", ["pgjax.kinds"]),
+        "pgjax.training.kinds", "Policy kinds (feedforward, stateful, recurrent, window) and their "
+        "settings.", ["pgjax.training.kinds"]),
     "reference/api/trained.md": (
-        "pgjax.trained", "Trained policies: loading, acting and evaluating them again.",
-        ["pgjax.trained"]),
+        "pgjax.tools.trained", "Trained policies: loading, acting and evaluating them again.",
+        ["pgjax.tools.trained"]),
+    "reference/api/hparams.md": (
+        "pgjax.core.hparams", "Hyperparameters as types: the field kinds a config declares and "
+        "the typed record an update rule reads.", ["pgjax.core.hparams"]),
+    "reference/api/nets.md": (
+        "pgjax.model.nets", "Networks, and Parts, the record of an actor-critic's parameters.",
+        ["pgjax.model.nets.Parts"]),
+    "reference/api/evaluation.md": (
+        "pgjax.core.evaluation", "Evaluation modes: names, keys, record columns and labels.",
+        ["pgjax.core.evaluation"]),
+    "reference/api/verdicts.md": (
+        "pgjax.analysis.verdicts", "Verdicts on a comparison of two groups of runs.",
+        ["pgjax.analysis.verdicts"]),
     "reference/api/plugin_files.md": (
-        "pgjax.plugin_files", "The plugin files a run carries, and when they are imported.",
-        ["pgjax.plugin_files"]),
+        "pgjax.core.plugin_files", "The plugin files a run carries, and when they are imported.",
+        ["pgjax.core.plugin_files"]),
 }
 
 
@@ -211,7 +224,7 @@ def parser_options(parser: argparse.ArgumentParser) -> list[dict]:
 def train_config() -> type:
     """``TrainConfig`` with a sub-config for every component registered without plugins
     (what ``pgjax train --help`` shows)."""
-    from pgjax.config import TrainConfig, config_class
+    from pgjax.training.config import TrainConfig, config_class
 
     return config_class(TrainConfig, ())
 
@@ -249,7 +262,7 @@ def _type_name(field: dataclasses.Field) -> str:
 
 
 def _flag(name: str, field: dataclasses.Field, default) -> str:
-    from pgjax.options import flag
+    from pgjax.training.options import flag
 
     if isinstance(default, bool):
         owner, _, last = name.rpartition(".")
@@ -266,7 +279,7 @@ def _class_summary(cls) -> str:
 def config_sections() -> list[dict]:
     """The typed config as sections: the run's own options, then one per sub-config; each
     option with its flag, type, default and docstring."""
-    from pgjax.options import sub_configs
+    from pgjax.training.options import sub_configs
 
     cls = train_config()
     subs = sub_configs(cls)
@@ -320,7 +333,7 @@ def _default(value) -> str:
 
 
 def config_page() -> str:
-    from pgjax.hparams import traced_fields
+    from pgjax.core.hparams import traced_fields
 
     out = [GENERATED, "# Configuration\n",
            "`pgjax train`'s options are the fields of a typed config, "
@@ -355,10 +368,10 @@ def config_page() -> str:
 
 
 def presets_page() -> str:
-    from pgjax.presets import PRESETS
+    from pgjax.training.presets import PRESETS
 
     out = [GENERATED, "# Presets\n",
-           _md_text(_first_paragraph(sys.modules["pgjax.presets"].__doc__)) + "\n",
+           _md_text(_first_paragraph(sys.modules["pgjax.training.presets"].__doc__)) + "\n",
            "`pgjax train --preset NAME` applies one before the command-line flags, so every "
            "explicit flag overrides it; a sweep file takes `preset = \"NAME\"`; "
            "`TrainConfig.from_preset(NAME, env=...)` is the Python form; `pgjax presets "
@@ -397,7 +410,7 @@ def _first_paragraph(doc: str) -> str:
 
 
 def sweep_page() -> str:
-    from pgjax import sweep
+    from pgjax.tools import sweep
 
     body = docstring_markdown(sweep.__doc__, code="toml")
     title, _, rest = body.partition("\n")
@@ -409,7 +422,7 @@ def sweep_page() -> str:
 
 
 def records_page() -> str:
-    from pgjax import records
+    from pgjax.loop import records
 
     return GENERATED + "# Records\n\n" + docstring_markdown(records.__doc__, code="text")
 
@@ -425,9 +438,9 @@ OTHER_EXIT_CODES = {
 
 
 def exit_codes() -> list[tuple[int, str, str]]:
-    """``(code, name, meaning)`` for every ``EXIT_*`` constant of ``pgjax.errors``, the
+    """``(code, name, meaning)`` for every ``EXIT_*`` constant of ``pgjax.core.errors``, the
     meaning from the comment on its line."""
-    from pgjax import errors
+    from pgjax.core import errors
 
     rows = []
     for line in inspect.getsource(errors).splitlines():
@@ -442,13 +455,13 @@ def exit_codes_page() -> str:
 
     usage = USAGE.split("\n\n")
     said = next(p for p in usage if p.startswith("exit codes:"))
-    rows = [(code, f"`pgjax.errors.{name}`", _md_text(meaning, True))
+    rows = [(code, f"`pgjax.core.errors.{name}`", _md_text(meaning, True))
             for code, name, meaning in exit_codes()]
     rows += [(code, "", meaning) for code, meaning in OTHER_EXIT_CODES.items()
              if code not in {r[0] for r in rows}]
     out = [GENERATED, "# Exit codes\n",
            "What `pgjax --help` says:\n", "```text", said.strip(), "```\n",
-           "Every code, with the constant in `pgjax.errors` where there is one:\n",
+           "Every code, with the constant in `pgjax.core.errors` where there is one:\n",
            "| code | constant | meaning |", "| --- | --- | --- |"]
     out += [f"| {code} | {name} | {meaning} |" for code, name, meaning in sorted(rows)]
     out += ["",

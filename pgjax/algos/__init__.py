@@ -1,4 +1,4 @@
-"""Update rules, registered in ``pgjax.registry.RULES`` (``ALGORITHMS``) by name as (config
+"""Update rules, registered in ``pgjax.core.registry.RULES`` (``ALGORITHMS``) by name as (config
 class, factory(config, policy)); the pieces to build one from are in ``pgjax.algos.pieces``."""
 from typing import Callable, NamedTuple
 
@@ -8,9 +8,9 @@ from pgjax.algos import pieces
 from pgjax.algos.ppo import PPOConfig, PPOKLConfig, make_ppo, make_ppo_kl
 from pgjax.algos.spo import SPOConfig, make_spo
 from pgjax.algos.trpo import TRPOConfig, make_trpo
-from pgjax.hparams import choice, count, traced
+from pgjax.core.hparams import choice, count, traced
 
-from pgjax.registry import RULES, source_file
+from pgjax.core.registry import RULES, source_file
 
 
 class Rule(NamedTuple):

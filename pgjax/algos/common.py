@@ -9,8 +9,8 @@ from typing import Any, Callable, ClassVar, Mapping, NamedTuple
 import jax
 from flax import struct
 
-from pgjax import hparams as hp_kinds
-from pgjax.hparams import (LegacyDeclaration, choice_fields, count_fields, divisor_fields,
+from pgjax.core import hparams as hp_kinds
+from pgjax.core.hparams import (LegacyDeclaration, choice_fields, count_fields, divisor_fields,
                            legacy_item, traced_fields)
 
 
@@ -76,7 +76,7 @@ def reduce_over_agents(metrics: dict, declared: Mapping[str, Metric], central: b
 
 
 class Updated(NamedTuple):
-    """What ``Algorithm.update`` returns: the new parameters (``pgjax.nets.Parts``) and rule
+    """What ``Algorithm.update`` returns: the new parameters (``pgjax.model.nets.Parts``) and rule
     state, the update's metrics and, when it was given a ``Refresh``, the refresh's final
     carry (else ())."""
 
@@ -109,7 +109,7 @@ class Algorithm(NamedTuple):
     recomputes the batch's values, advantages and value targets over the rollout with the
     current critic; ``Updated.refresh_carry`` then holds its final carry.
     ``hp`` is the rule's config with its traced hyperparameters (floats that may differ
-    across vmapped runs) as arrays (``pgjax.hparams.typed``),
+    across vmapped runs) as arrays (``pgjax.core.hparams.typed``),
     ``progress`` in [0, 1) the fraction of training done (for annealing), ``metrics`` a flat
     dict of scalars recorded every update. The trainer adds the trust-region diagnostics
     (``kl_mean``, ``kl_max``, ``ratio_dev_max``, ``entropy``: behaviour against updated policy
@@ -126,7 +126,7 @@ class Algorithm(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class AlgoConfig:
-    """Base for algorithm configs. Each field declares its kind (``pgjax.hparams``):
+    """Base for algorithm configs. Each field declares its kind (``pgjax.core.hparams``):
     ``traced`` floats may differ across the vmapped runs of one program and reach the rule
     as arrays (``hp.lr``); ``count`` fields are loop counts (some must divide the batch);
     ``choice`` fields take one of their values; every other field is static (shapes, loop
@@ -153,7 +153,7 @@ class AlgoConfig:
                  unit: str = "transitions (num_envs x rollout_len)") -> None:
         """Raise ConfigError (one line, naming the flag to change) for bad loop counts or
         a string field outside its ``CHOICES``."""
-        from pgjax.errors import ConfigError, check_choice
+        from pgjax.core.errors import ConfigError, check_choice
 
         eps = getattr(self, "adam_eps", None)
         if eps is not None and not eps > 0:

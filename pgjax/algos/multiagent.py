@@ -1,8 +1,8 @@
 """Cooperative multi-agent policy optimisation: a combinator that turns any update rule into
-a multi-agent one (the agent setting of ``pgjax.train``).
+a multi-agent one (the agent setting of ``pgjax.training.train``).
 
 Each agent ``i`` has its own policy ``pi^i(a^i | o^i)`` over its own view of the global state
-(see ``pgjax.envs.multiagent.Partition``; acting and batches: ``pgjax.policies.JointPolicy``); the team shares one reward. Three schemes turn a
+(see ``pgjax.envs.multiagent.Partition``; acting and batches: ``pgjax.model.policies.JointPolicy``); the team shares one reward. Three schemes turn a
 single-agent update rule (PPO, TRPO, SPO, FixPO or a registered one) into a multi-agent one:
 
 - ``sequential`` (HAPPO / HATRPO, Kuba et al. ICLR 2022; HA-SPO and HA-FixPO the same way):
@@ -42,10 +42,10 @@ from pgjax.algos.common import (MAX, Algorithm, Batch, Metric, Updated, reduce_o
                                 updated)
 from pgjax.algos.pieces import TRUST_REGION, trust_region_stats
 from pgjax.envs.multiagent import Partition
-from pgjax.errors import ConfigError, check_choice
-from pgjax.nets import Parts
-from pgjax.policies import ActorCritic
-from pgjax.registry import AGENT_SCHEMES, caller_file
+from pgjax.core.errors import ConfigError, check_choice
+from pgjax.model.nets import Parts
+from pgjax.model.policies import ActorCritic
+from pgjax.core.registry import AGENT_SCHEMES, caller_file
 
 ORDERS = ("random", "fixed", "reverse")
 AGENT_OBS = ("local", "full_state_id")
@@ -57,7 +57,7 @@ ALIASES = {"happo": ("ppo", "sequential"), "hatrpo": ("trpo", "sequential"),
 
 class AgentScheme(NamedTuple):
     """How a multi-agent update combines a rule's per-agent updates, registered in
-    ``pgjax.registry.AGENT_SCHEMES`` under its ``--agent-update`` name. ``central``: one
+    ``pgjax.core.registry.AGENT_SCHEMES`` under its ``--agent-update`` name. ``central``: one
     critic V(s) of the global state (else one V^i(o^i) per agent, each with its own GAE);
     ``next_factor(factor, ratio) -> factor``: the advantage weight handed to the next agent
     in the order after an agent with likelihood ratio ``ratio`` was updated (None: every
@@ -101,7 +101,7 @@ class AgentsConfig:
 
     def validate(self, cfg) -> None:
         from pgjax.envs import family_of
-        from pgjax.registry import POLICY_KINDS
+        from pgjax.core.registry import POLICY_KINDS
 
         if family_of(cfg.env)[0].host:
             raise ConfigError(f"multi-agent training runs on environments stepped inside the "

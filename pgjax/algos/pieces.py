@@ -56,8 +56,8 @@ from pgjax.algos.common import (CRITIC_LOSS, MAX, PER_UPDATE, AlgoConfig, Algori
 from pgjax.algos.losses import (PolicyTerms, actor_critic_loss, adapt_kl_coef, clipped_surrogate,
                                 kl_penalty, normalize_advantage, policy_terms, ratio_surrogate,
                                 surrogate_objective, value_loss, weighted)
-from pgjax.hparams import choice, count, traced
-from pgjax.nets import BOTH, Parts
+from pgjax.core.hparams import choice, count, traced
+from pgjax.model.nets import BOTH, Parts
 
 PARTS = BOTH  # the parts a step updates by default (a ``Parts`` of bools)
 # the trust-region diagnostics, as ``trust_region_stats`` names them
@@ -120,7 +120,7 @@ class SGDConfig(AlgoConfig):
     def validate(self, batch_size: int, prefix: str, *args, **kw) -> None:
         super().validate(batch_size, prefix, *args, **kw)
         if not self.desired_kl >= 0:
-            from pgjax.errors import ConfigError
+            from pgjax.core.errors import ConfigError
             raise ConfigError(f"desired_kl must be >= 0, got {self.desired_kl}; pass "
                               f"--{prefix}.desired-kl 0 (off) or a KL per minibatch such "
                               f"as 0.01")

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from pgjax.algos.common import Algorithm
 from pgjax.algos.pieces import (SGDConfig, adapt_kl_coef, clipped_surrogate, kl_penalty,
                                 ratio_surrogate, sgd_rule, surrogate_objective)
-from pgjax.hparams import traced
+from pgjax.core.hparams import traced
 
 
 @dataclasses.dataclass(frozen=True)

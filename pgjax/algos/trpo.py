@@ -24,8 +24,8 @@ from jax.flatten_util import ravel_pytree
 from pgjax.algos.common import CRITIC_LOSS, AlgoConfig, Algorithm, Updated
 from pgjax.algos.pieces import (SGDState, adam_direction, normalize_advantage, run_epochs,
                                 value_loss, weighted)
-from pgjax.hparams import count, traced
-from pgjax.nets import CRITIC, Parts
+from pgjax.core.hparams import count, traced
+from pgjax.model.nets import CRITIC, Parts
 
 
 CGCarry = NamedTuple("CGCarry", [("i", Any), ("x", Any), ("r", Any), ("p", Any), ("rr", Any)])

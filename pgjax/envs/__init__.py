@@ -13,7 +13,7 @@ Environment ids are ``<family>:<name>``:
 - ``playground:<Task>`` MuJoCo Playground's DM Control Suite tasks (``playground:CartpoleBalance``,
   ``playground:CheetahRun``), see ``pgjax.envs.playground_env`` (``pip install 'pgjax[playground]'``)
 
-Each family is an ``EnvFamily`` registered in ``pgjax.registry.ENV_FAMILIES`` by
+Each family is an ``EnvFamily`` registered in ``pgjax.core.registry.ENV_FAMILIES`` by
 ``register`` below, as a plugin registers its own.
 
 ``mabrax`` and ``matrix`` environments are ``MultiAgentEnv``: an ordinary batched environment
@@ -28,8 +28,8 @@ from pgjax.envs.core import ActionSpace, Env, EnvFamily, EnvSpec, TimeStep
 from pgjax.envs.functional import VectorEnv
 from pgjax.envs.gym_options import GymOptions
 from pgjax.envs.playground_env import PlaygroundOptions
-from pgjax.errors import ConfigError, did_you_mean
-from pgjax.registry import ENV_FAMILIES
+from pgjax.core.errors import ConfigError, did_you_mean
+from pgjax.core.registry import ENV_FAMILIES
 
 
 def register(prefix: str, family: EnvFamily, *, replace: bool = False) -> EnvFamily:
@@ -38,7 +38,7 @@ def register(prefix: str, family: EnvFamily, *, replace: bool = False) -> EnvFam
     if not isinstance(family, EnvFamily):
         raise TypeError(f"register('{prefix}', ...) takes an EnvFamily, got "
                         f"{type(family).__name__}")
-    from pgjax.registry import caller_file
+    from pgjax.core.registry import caller_file
 
     return ENV_FAMILIES.register(prefix, family, replace=replace, origin=caller_file())
 

@@ -10,7 +10,7 @@ import dataclasses
 import functools
 import warnings
 
-from pgjax.errors import ConfigError, check_choice, did_you_mean
+from pgjax.core.errors import ConfigError, check_choice, did_you_mean
 from pgjax.envs.core import ActionSpace, EnvSpec
 from pgjax.envs.functional import VectorEnv
 

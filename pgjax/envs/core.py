@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from pgjax.errors import ConfigError  # noqa: F401  (raised by every env builder)
+from pgjax.core.errors import ConfigError  # noqa: F401  (raised by every env builder)
 
 
 class ActionSpace(NamedTuple):
@@ -90,7 +90,7 @@ class Env(Protocol):
 
 
 class EnvFamily(NamedTuple):
-    """An environment family, registered in ``pgjax.registry.ENV_FAMILIES`` under the prefix
+    """An environment family, registered in ``pgjax.core.registry.ENV_FAMILIES`` under the prefix
     of its ids (``<family>:<name>``).
 
     ``make(name, num_envs, episode_length, options) -> Env`` builds a batched environment

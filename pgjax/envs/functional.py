@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from pgjax.errors import ConfigError
+from pgjax.core.errors import ConfigError
 from pgjax.envs.core import EnvSpec, TimeStep
 
 

@@ -37,8 +37,8 @@ from pgjax.envs.gym_options import (AUTO_MIN_ENVS_PER_WORKER,  # noqa: F401 (re-
                                     default_workers)
 from pgjax.envs.gym_vector import (HostSpec, HostVectorEnv, WorkerVectorEnv, _action_space,
                                    _gym, _ObsCodec)
-from pgjax.errors import ConfigError
-from pgjax.registry import LOADED_PLUGINS
+from pgjax.core.errors import ConfigError
+from pgjax.core.registry import LOADED_PLUGINS
 
 
 def host_call(fn, out_spec, *args):

@@ -5,7 +5,7 @@ import ast
 import dataclasses
 import os
 
-from pgjax.errors import ConfigError, check_choice
+from pgjax.core.errors import ConfigError, check_choice
 
 VECTORIZATION = ("auto", "sync", "workers", "async")
 # auto: below this many envs per core, stepping them in this process is faster than a round

@@ -10,8 +10,8 @@ import types
 import numpy as np
 
 from pgjax.envs.core import ActionSpace
-from pgjax.errors import ConfigError
-from pgjax.registry import load_plugins
+from pgjax.core.errors import ConfigError
+from pgjax.core.registry import load_plugins
 
 
 def _gym():

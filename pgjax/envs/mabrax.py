@@ -32,7 +32,7 @@ import functools
 from typing import NamedTuple
 
 from pgjax.envs.brax_env import brax_environment, make_brax_env
-from pgjax.errors import ConfigError, did_you_mean
+from pgjax.core.errors import ConfigError, did_you_mean
 from pgjax.envs.core import ActionSpace
 from pgjax.envs.multiagent import MultiAgentEnv, Partition, pad_indices
 

@@ -21,7 +21,7 @@ import numpy as np
 from flax import struct
 
 from pgjax.envs.core import ActionSpace, Wrapper
-from pgjax.errors import ConfigError
+from pgjax.core.errors import ConfigError
 
 
 @struct.dataclass

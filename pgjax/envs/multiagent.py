@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pgjax.errors import ConfigError, did_you_mean
+from pgjax.core.errors import ConfigError, did_you_mean
 from pgjax.envs.core import ActionSpace, EnvSpec, Wrapper
 from pgjax.envs.functional import VectorEnv
 

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 
 from pgjax.envs.core import ActionSpace, EnvSpec
 from pgjax.envs.functional import VectorEnv
-from pgjax.errors import ConfigError, check_choice, did_you_mean
+from pgjax.core.errors import ConfigError, check_choice, did_you_mean
 
 IMPLS = ("jax", "warp")
 

@@ -48,7 +48,7 @@ from typing import NamedTuple
 import numpy as np
 
 from pgjax.envs.core import Wrapper
-from pgjax.errors import ConfigError
+from pgjax.core.errors import ConfigError
 
 OBSERVE = ("full", "positions", "velocities")
 ORACLE = "full"  # the fully observed task: the oracle baseline of a POMDP experiment

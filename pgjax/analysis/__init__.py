@@ -1,0 +1,2 @@
+"""Reading records: run tables, final returns, intervals and verdicts, reference scores, and
+the figures drawn from them."""
