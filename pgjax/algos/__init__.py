@@ -45,7 +45,7 @@ def register(name: str, config_cls, factory, *, replace: bool = False) -> None:
         raise TypeError(f"config_cls for '{name}' must be a dataclass subclassing AlgoConfig")
     if not callable(factory):
         raise TypeError(f"factory for '{name}' must be callable: factory(config, policy)")
-    if name in BUILTIN and not replace:
+    if name in RULES and RULES.builtin(name) and not replace:
         raise ValueError(f"'{name}' is a built-in update rule; pick another name")
     from pgjax.algos.multiagent import ALIASES
 
@@ -60,7 +60,7 @@ for _name, _rule in (("ppo", Rule(PPOConfig, make_ppo)), ("trpo", Rule(TRPOConfi
                      ("spo", Rule(SPOConfig, make_spo)), ("fixpo", Rule(FixPOConfig, make_fixpo)),
                      ("ppo_kl", Rule(PPOKLConfig, make_ppo_kl))):
     RULES.register(_name, _rule, origin=source_file(_rule.factory))
-BUILTIN = tuple(RULES)  # the built-in rules (configured by --<rule>.* options)
+BUILTIN = tuple(RULES)  # the rules pgjax registers itself (RULES.builtin tells any name)
 
 
 __all__ = ["ALGORITHMS", "BUILTIN", "Rule", "Algorithm", "AlgoConfig", "Batch", "FixPOConfig", "PPOConfig",

@@ -160,10 +160,10 @@ def program_key(cfg: TrainConfig, trainer: Trainer, place: Placement) -> str | N
     storing is not sound or not possible: a plugin rule (its code is not in the key), host
     environments (their callbacks do not export), and runs sharded over several devices or
     processes."""
-    from pgjax.algos import BUILTIN
+    from pgjax.algos import ALGORITHMS
 
     if (program_dir() is None or cfg.plugins
-            or cfg.rule not in BUILTIN or trainer.env.spec.host or place.num_devices > 1
+            or not ALGORITHMS.builtin(cfg.rule) or trainer.env.spec.host or place.num_devices > 1
             or jax.process_count() > 1):
         return None
     d = {k: v for k, v in cfg.to_dict().items() if k not in PROGRAM_IGNORED}
