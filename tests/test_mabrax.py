@@ -18,8 +18,7 @@ import pytest
 
 from pgjax.envs import BraxOptions, ConfigError, make_env
 from pgjax.envs.brax_env import brax_environment
-from pgjax.envs.mabrax import (MABRAX, body_layout, mabrax_partition,
-                               partition_table)
+from pgjax.envs.mabrax import (MABRAX, body_layout, mabrax_partition, partition_table)
 from pgjax.envs.multiagent import MultiAgentEnv
 
 NAMES = list(MABRAX)

@@ -11,7 +11,7 @@ from flax import struct
 
 from pgjax.core import hparams as hp_kinds
 from pgjax.core.hparams import (LegacyDeclaration, choice_fields, count_fields, divisor_fields,
-                           legacy_item, traced_fields)
+                                legacy_item, traced_fields)
 
 
 @struct.dataclass

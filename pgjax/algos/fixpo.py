@@ -27,8 +27,8 @@ import jax.numpy as jnp
 import optax
 
 from pgjax.algos.common import MAX, Algorithm
-from pgjax.algos.pieces import (EpochResult, SGDConfig, SGDState, adam_direction,
-                                clipped_adam_step, kl_penalty, policy_terms, sgd_rule)
+from pgjax.algos.pieces import (EpochResult, SGDConfig, SGDState, adam_direction, clipped_adam_step,
+                                kl_penalty, policy_terms, sgd_rule)
 from pgjax.core.hparams import count, traced
 from pgjax.model.nets import ACTOR, Parts
 

@@ -38,8 +38,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from pgjax.algos.common import (MAX, Algorithm, Batch, Metric, Updated, reduce_over_agents,
-                                updated)
+from pgjax.algos.common import (MAX, Algorithm, Batch, Metric, Updated, reduce_over_agents, updated)
 from pgjax.algos.pieces import TRUST_REGION, trust_region_stats
 from pgjax.envs.multiagent import Partition
 from pgjax.core.errors import ConfigError, check_choice

@@ -51,8 +51,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from pgjax.algos.common import (CRITIC_LOSS, MAX, PER_UPDATE, AlgoConfig, Algorithm, Batch,
-                                Metric, Updated)
+from pgjax.algos.common import (CRITIC_LOSS, MAX, PER_UPDATE, AlgoConfig, Algorithm, Batch, Metric,
+                                Updated)
 from pgjax.algos.losses import (PolicyTerms, actor_critic_loss, adapt_kl_coef, clipped_surrogate,
                                 kl_penalty, normalize_advantage, policy_terms, ratio_surrogate,
                                 surrogate_objective, value_loss, weighted)

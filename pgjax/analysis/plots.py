@@ -13,7 +13,7 @@ import pandas as pd
 from pgjax.core.evaluation import DETERMINISTIC, TRAIN_RETURN
 from pgjax.analysis import results
 from pgjax.analysis.results import (RETURN_LABELS, bootstrap_cis, curve_source, eval_source,
-                           return_points)
+                                    return_points)
 
 
 def curve_table(points: pd.DataFrame, x: str = "env_steps") -> pd.DataFrame:

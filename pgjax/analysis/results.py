@@ -35,18 +35,18 @@ import pandas as pd
 
 from pgjax.core.errors import ConfigError
 from pgjax.core.evaluation import (DETERMINISTIC, RETURN_LABELS,  # noqa: F401 (re-exported)
-                              STOCHASTIC, TRAIN_RETURN)
+                                   STOCHASTIC, TRAIN_RETURN)
 from pgjax.analysis.references import reference_for
 from pgjax.analysis.verdicts import (MIN_SEEDS, Verdict, VerdictError,  # noqa: F401 (re-exported)
-                            spread_label, verdict, welch_interval)
+                                     spread_label, verdict, welch_interval)
 # in the order the API reference lists them (the order of their source): the frames read from
 # run directories, then the bootstrap intervals
-from pgjax.analysis.run_tables import (STATUSES, EVAL_SOURCES, RUN_COLUMNS,  # noqa: F401 (re-exported)
-                              find_run_dirs, runs, _Runs, run_table, run_metrics, metrics, load)
-from pgjax.analysis.intervals import (bootstrap_ci, bootstrap_cis,  # noqa: F401 (re-exported)
-                             probability_of_improvement, _stream_indices, ESTIMATORS,
-                             aggregate_estimates, point_estimates, improvement_probabilities,
-                             interval_estimates)
+from pgjax.analysis.run_tables import (  # noqa: F401 (re-exported)
+    STATUSES, EVAL_SOURCES, RUN_COLUMNS, find_run_dirs, runs, _Runs, run_table, run_metrics,
+    metrics, load)
+from pgjax.analysis.intervals import (  # noqa: F401 (re-exported)
+    bootstrap_ci, bootstrap_cis, probability_of_improvement, _stream_indices, ESTIMATORS,
+    aggregate_estimates, point_estimates, improvement_probabilities, interval_estimates)
 
 EVAL_CURVE_POINTS = 3  # fewer evaluations per run than this: curves of training episodes
 FINAL_WINDOW = 0.05  # final return: the evaluations over the last 5% of training

@@ -16,7 +16,7 @@ from pgjax.core.errors import ConfigError
 from pgjax.training.options import exact, fill_label, flat_options, format_option as _fmt
 from pgjax.envs import task_options
 from pgjax.core.rundir import (check_metrics, inspect, metrics_file, metrics_text, read_json,
-                          run_status)
+                               run_status)
 
 STATUSES = ("finished", "unfinished", "failed")
 # the recorded evaluations (``--eval-mode``), in the order ``auto`` prefers them

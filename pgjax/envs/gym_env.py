@@ -35,8 +35,8 @@ from pgjax.envs.core import EnvSpec, TimeStep
 from pgjax.envs.gym_options import (AUTO_MIN_ENVS_PER_WORKER,  # noqa: F401 (re-exported)
                                     MAX_KWARGS_CHARS, VECTORIZATION, GymOptions,
                                     default_workers)
-from pgjax.envs.gym_vector import (HostSpec, HostVectorEnv, WorkerVectorEnv, _action_space,
-                                   _gym, _ObsCodec)
+from pgjax.envs.gym_vector import (HostSpec, HostVectorEnv, WorkerVectorEnv, _action_space, _gym,
+                                   _ObsCodec)
 from pgjax.core.errors import ConfigError
 from pgjax.core.registry import LOADED_PLUGINS
 

@@ -63,17 +63,17 @@ import numpy as np
 from flax import serialization
 
 from pgjax.loop.claim import (MOVING, Claim, claim, empty_trash,  # noqa: F401 (re-exported)
-                         recover, set_aside, trash_dir)
+                              recover, set_aside, trash_dir)
 from pgjax.training.config import TrainConfig
 from pgjax.core.errors import ConfigError
 from pgjax.core import plugin_files
 from pgjax.training.options import exact
 from pgjax.core.rundir import (DirState, check_records, enclosing_run,  # noqa: F401
-                          inspect, is_finished, read_json, read_rows, recorded_rows,
-                          run_status, METRICS, PACKED, pack_metrics, ID_BYTES)
+                               inspect, is_finished, read_json, read_rows, recorded_rows,
+                               run_status, METRICS, PACKED, pack_metrics, ID_BYTES)
 from pgjax.core.files import (atomic_write_bytes, atomic_write_json,  # noqa: F401 (re-exported)
-                         interrupts_deferred,
-                         remove_stale_temporaries)
+                              interrupts_deferred,
+                              remove_stale_temporaries)
 from pgjax.core.evaluation import DETERMINISTIC, columns as eval_columns
 from pgjax.core.evaluation import describe as describe_returns
 

@@ -20,16 +20,16 @@ import jax
 
 from pgjax.loop.chunk_loop import Session, _train_chunks, raise_failures
 from pgjax.loop.chunk_loop import (NAN_ALLOWED, FinishedChunk,  # noqa: F401 (re-exported)
-                              _progress_line, find_failures)
+                                   _progress_line, find_failures)
 from pgjax.training.config import TrainConfig
 from pgjax.core.errors import ConfigError, StorageError, TrainingError
 from pgjax.core.files import storage_message
 from pgjax.loop.resume import (_complete, _finite, _recorded_failures, _resume_plan,
-                          check_resumable, run_uid, warn)
+                               check_resumable, run_uid, warn)
 from pgjax.loop.resume import RESUME_IGNORED, config_differences  # noqa: F401 (re-exported)
 from pgjax.training.train import Trainer, check_memory
 from pgjax.loop.vmapped import (Placement, VmappedRuns, check_float32, eval_keys_at, program_key,
-                           run_keys, stack_hparams)
+                                run_keys, stack_hparams)
 from pgjax.loop.vmapped import PROGRAM_IGNORED  # noqa: F401 (re-exported)
 
 

@@ -31,7 +31,7 @@ from pgjax.envs.core import ActionSpace
 from pgjax.envs.memory import action_size
 from pgjax.envs.multiagent import Partition, single_agent_partition
 from pgjax.model.nets import (Critic, Parts, RecurrentActor, RecurrentCritic, StatefulActor,
-                        activation_fn, feedforward_actor)
+                              activation_fn, feedforward_actor)
 
 
 class Forward(NamedTuple):

@@ -38,7 +38,7 @@ from pgjax.core.evaluation import DETERMINISTIC, RETURNS, TRAIN_RETURN
 from pgjax.core.files import save_figure, write_csv
 from pgjax.analysis.plots import legend_below, save_png
 from pgjax.analysis.results import (EVAL_SOURCES, RETURN_LABELS, curve_source, eval_source,
-                           return_points)
+                                    return_points)
 
 
 def load(paths, include_unfinished: bool = False) -> pd.DataFrame:

@@ -63,7 +63,7 @@ from pgjax.core.errors import EXIT_RUNS_FAILED, ConfigError, InUse, did_you_mean
 from pgjax.training.options import option_names, toml_value
 from pgjax.loop.records import atomic_write_json, inspect, is_finished, read_json
 from pgjax.tools.sweep_spec import (SCHEMA, TOP_KEYS, _check_schema,  # noqa: F401 (re-exported)
-                              _check_targets, _flat_tables, _group, _rule_option, sweep_hint)
+                                    _check_targets, _flat_tables, _group, _rule_option, sweep_hint)
 
 SETTINGS = "settings.json"  # in the sweep directory: {group: the config it is run with}
 SHARED = "__shared__"  # its entry for what every group shares, whichever groups ran

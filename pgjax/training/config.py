@@ -21,9 +21,9 @@ from pgjax.core.errors import ConfigError
 from pgjax.core.hparams import traced, traced_fields
 from pgjax.training.kinds import NetConfig
 from pgjax.model.normalize import NormConfig
-from pgjax.training.options import (INT_MAX, LEGACY, RENAMED, _check_hparam, _parse_option, check_finite,
-                           component_options, config_class, fill_label, flat_options, load_plugins, parse_grid,
-                           with_options)
+from pgjax.training.options import (INT_MAX, LEGACY, RENAMED, _parse_option,
+                                    check_finite, component_options, config_class, fill_label,
+                                    flat_options, load_plugins, parse_grid, with_options)
 from pgjax.core.registry import AGENT_SCHEMES, POLICY_KINDS, plugin_loaded
 from pgjax.training.run_options import RunOptions
 

@@ -32,7 +32,7 @@ from pgjax.algos.common import Batch, Refresh, updated
 from pgjax.algos.pieces import trust_region_stats
 from pgjax.training.build import build_algorithm, build_env, build_policy
 from pgjax.training.build import (ENV_KEYS, available_memory, check,  # noqa: F401 (re-exported)
-                         check_memory, memory_needed)
+                                  check_memory, memory_needed)
 from pgjax.training.config import TrainConfig
 from pgjax.envs.core import check_env
 from pgjax.core.evaluation import MODES, TRAIN_RETURN, columns as eval_columns
