@@ -118,16 +118,16 @@ def typed(cfg, values: Mapping[str, Any]):
     their values): a pytree whose leaves are the traced fields, its static fields compiled
     in, read by attribute (``hp.clip_eps``)."""
     cls = type(cfg)
+    names = traced_fields(cls)
     if cls not in _registered:
-        names = traced_fields(cls)
         jax.tree_util.register_dataclass(
             cls, data_fields=list(names),
             meta_fields=[f.name for f in dataclasses.fields(cls) if f.name not in names])
         _registered.add(cls)
-    new = cfg.__class__.__new__(cls)
+    new = cls.__new__(cls)  # no __init__: a config's own checks are not for traced values
     for f in dataclasses.fields(cfg):
-        object.__setattr__(new, f.name, values[f.name] if f.name in values
-                           and f.name in traced_fields(cls) else getattr(cfg, f.name))
+        object.__setattr__(new, f.name, values[f.name] if f.name in values and f.name in names
+                           else getattr(cfg, f.name))
     return new
 
 
