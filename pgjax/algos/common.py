@@ -76,9 +76,9 @@ def reduce_over_agents(metrics: dict, declared: Mapping[str, Metric], central: b
 
 
 class Updated(NamedTuple):
-    """What ``Algorithm.update`` returns: the new parameters (``pgjax.model.nets.Parts``) and rule
-    state, the update's metrics and, when it was given a ``Refresh``, the refresh's final
-    carry (else ())."""
+    """What ``Algorithm.update`` returns: the new parameters (``pgjax.model.nets.Parts``)
+    and rule state, the update's metrics and, when it was given a ``Refresh``, the
+    refresh's final carry (else ())."""
 
     params: Any
     state: Any
