@@ -22,8 +22,8 @@ from pgjax.analysis.plots import save_png
 
 
 def load(sweep: Path) -> pd.DataFrame:
-    """Every update of the FixPO runs under ``sweep`` (``pgjax.analysis.results``), with their eps_kl
-    and c_beta."""
+    """Every update of the FixPO runs under ``sweep`` (``pgjax.analysis.results``), with their
+    eps_kl and c_beta."""
     df = results.metrics([sweep], command="fixpo_guarantee.py")
     df = df[df["algo"] == "fixpo"].copy()
     hp = dict(zip(results.run_table(df)["run"], results.run_table(df)["hparams"]))

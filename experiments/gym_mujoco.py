@@ -27,8 +27,8 @@ from pgjax.analysis.results import bootstrap_ci
 
 
 def per_seed_curves(roots: list[Path]) -> pd.DataFrame:
-    """At every evaluation point after training started (``pgjax.analysis.results``): the eval return
-    and the episode-weighted mean training return over the updates of the chunk just
+    """At every evaluation point after training started (``pgjax.analysis.results``): the eval
+    return and the episode-weighted mean training return over the updates of the chunk just
     finished."""
     df = results.metrics(roots, command="gym_mujoco.py")
     keys = ("env", "algo", "seed", "run")

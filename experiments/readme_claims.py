@@ -5,8 +5,8 @@ written from those records.
     python experiments/readme_claims.py --check    # exit 1 if a page differs from them
 
 Each block lies between ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->`` in the document
-``HOMES`` names and is computed here through ``pgjax.analysis.results``, so a rerun that differs shows
-up as a diff and no figure is typed by hand:
+``HOMES`` names and is computed here through ``pgjax.analysis.results``, so a rerun that differs
+shows up as a diff and no figure is typed by hand:
 
 - ``headline`` (README.md) and ``results-headline`` (docs/results/index.md): one row per
   headline result (the quickstart, the four papers' claims, the MuJoCo-v5 table, the DM

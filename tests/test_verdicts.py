@@ -1,4 +1,5 @@
-"""Verdict words from one function (pgjax.analysis.verdicts, re-exported by pgjax.analysis.results): groups from
+"""Verdict words from one function (pgjax.analysis.verdicts, re-exported by
+pgjax.analysis.results): groups from
 one distribution are not separated (or equivalent within a wide margin), groups clearly apart
 are better / worse, too few seeds get no verdict, and the interval is Welch's (checked
 against scipy's own)."""

@@ -2,7 +2,8 @@
 a multi-agent one (the agent setting of ``pgjax.training.train``).
 
 Each agent ``i`` has its own policy ``pi^i(a^i | o^i)`` over its own view of the global state
-(see ``pgjax.envs.multiagent.Partition``; acting and batches: ``pgjax.model.policies.JointPolicy``); the team shares one reward. Three schemes turn a
+(see ``pgjax.envs.multiagent.Partition``; acting and batches:
+``pgjax.model.policies.JointPolicy``); the team shares one reward. Three schemes turn a
 single-agent update rule (PPO, TRPO, SPO, FixPO or a registered one) into a multi-agent one:
 
 - ``sequential`` (HAPPO / HATRPO, Kuba et al. ICLR 2022; HA-SPO and HA-FixPO the same way):

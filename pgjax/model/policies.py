@@ -1,7 +1,7 @@
 """Policy kinds as values: what differs between a feedforward, a recurrent and a per-agent
 (multi-agent) policy — parameters, the carry it keeps while acting, acting, and how a
-rollout [T, N] becomes the update's batch. The trainer (``pgjax.training.train``) is written once over
-this interface:
+rollout [T, N] becomes the update's batch. The trainer (``pgjax.training.train``) is written once
+over this interface:
 
 - ``init(key, obs_shape) -> params``  ``Parts(actor=..., critic=...)`` (``pgjax.model.nets``)
 - ``initial_carry(n)``                 the acting carry of n envs (None: no memory)
@@ -406,8 +406,8 @@ def make_agent_nets(partition: Partition, actor_hidden, critic_hidden, activatio
 def make_joint_policy(env, net, central: bool, share_actor: bool = False,
                       full_state: bool = False) -> JointPolicy:
     """Per-agent feedforward policies for ``env`` (a ``MultiAgentEnv``, or any env as one
-    agent); ``net``: a ``pgjax.training.kinds.NetConfig``; ``full_state``: each actor sees the global
-    state and a one-hot agent id."""
+    agent); ``net``: a ``pgjax.training.kinds.NetConfig``; ``full_state``: each actor sees the
+    global state and a one-hot agent id."""
     part = getattr(env, "partition", None)
     squeeze = part is None and env.spec.action.kind == "discrete"
     part = part or single_agent_partition(env.spec)

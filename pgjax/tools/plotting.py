@@ -15,8 +15,9 @@ Writes, into ``--out`` (default: the first path), PNG and SVG of:
   and the quickstart sweep ask for; the default, ``cheap``, leaves them out);
 
 and the tables ``aggregate.csv`` (final returns per group: IQM, mean, median with 95% CIs,
-over every task, of scores normalised by each task's fixed references, ``pgjax.analysis.references``;
-with one task that has none, of its returns, and the ``scores`` column says so) and
+over every task, of scores normalised by each task's fixed references,
+``pgjax.analysis.references``; with one task that has none, of its returns, and the ``scores``
+column says so) and
 ``improvement.csv`` (probability of improvement P(X > Y) between every pair of groups, with a
 95% CI). A run's final return is the mean of its evaluations over the last 5% of training
 (``--final-window``). Every table counts each group's finished, unfinished and failed runs:
