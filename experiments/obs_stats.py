@@ -7,13 +7,16 @@ behaviour), ``preserve`` and without observation normalisation.
     python experiments/obs_stats.py experiments/results/sweeps/obs_stats \
         experiments/results/sweeps/obs_stats_off --out experiments/results/obs_stats
 
-Writes ``results.csv`` (per seed: final and best eval return, the update at the best, the
-drop from best to final, evaluations below half the best after solving; the drift
-diagnostics averaged over the last quarter of training), ``precursors.csv`` (the
-diagnostics over the 20 updates before each run's first dip, and over the same updates for
-runs without one),
-``summary.csv`` (per group: mean final and best return with 95% bootstrap CIs, seeds within
-5% of their best at the end) and ``curves.png`` (eval return per seed, one panel per task).
+Writes ``results.csv`` (per seed: final return — pgjax's one definition,
+``results.finals``: the mean of the evaluations over the last 5% of training — the last
+evaluation, the best one and the update it came at, the drop from best to final,
+evaluations below half the best after solving; the drift diagnostics averaged over the last
+quarter of training), ``precursors.csv`` (the diagnostics over the 20 updates before each
+run's first dip, and over the same updates for runs without one), ``summary.csv`` (per
+group: mean final and best return with their spread over the seeds — a 95% bootstrap CI
+from ``MIN_SEEDS`` seeds on, below that the seeds' range, as the ``spread`` column says —
+and the seeds within 5% of their best at the end) and ``curves.png`` (eval return per seed,
+one panel per task).
 """
 from __future__ import annotations
 
@@ -26,7 +29,8 @@ from matplotlib.figure import Figure
 
 from pgjax.analysis import results
 from pgjax.analysis.plots import save_png
-from pgjax.analysis.results import bootstrap_ci
+from pgjax.analysis.results import MIN_SEEDS, bootstrap_ci, spread_label
+from pgjax.core.evaluation import DETERMINISTIC
 
 DRIFT = ["kl_mean", "kl_stats_mean", "kl_stats_max", "obs_std_drift", "obs_mean_drift",
          "value_stats_shift", "return_scale", "lr"]
@@ -55,16 +59,18 @@ def dips(ev: pd.DataFrame) -> int:
     return int((r[first:] < 0.5 * best).sum())
 
 
-def per_seed(df: pd.DataFrame) -> pd.DataFrame:
+def per_seed(df: pd.DataFrame, finals: pd.DataFrame) -> pd.DataFrame:
+    """One row per run; ``finals``: ``results.finals`` of the deterministic evaluations."""
+    fin = finals.set_index("run")
     rows = []
     for (env, var, run), d in df.groupby(["env", "variant", "run"]):
         ev = d.dropna(subset=["eval_return"]).sort_values("iteration")
         last = d[d["iteration"] > 0.75 * d["iteration"].max()]
         best = ev.loc[ev["eval_return"].idxmax()]
         row = {"env": env, "variant": var, "seed": int(d["seed"].iloc[0]),
-               "final": float(ev["eval_return"].iloc[-1]), "best": float(best["eval_return"]),
-               "best_at_steps": int(best["env_steps"]),
-               "steps": int(ev["env_steps"].iloc[-1])}
+               "final": float(fin.at[run, "final"]), "finals_averaged": int(fin.at[run, "k"]),
+               "last_eval": float(fin.at[run, "last"]), "best": float(best["eval_return"]),
+               "best_at_steps": int(best["env_steps"]), "steps": int(fin.at[run, "env_steps"])}
         row["drop"] = row["best"] - row["final"]
         row["dips_after_solved"] = dips(ev)
         for c in DRIFT:
@@ -117,13 +123,15 @@ def precursors(df: pd.DataFrame, window: int = 20) -> pd.DataFrame:
 
 def summary(res: pd.DataFrame) -> pd.DataFrame:
     rows = []
+    def spread(x):  # a 95% CI where the seeds allow one, else their range
+        return bootstrap_ci(x) if len(x) >= MIN_SEEDS else (x.min(), x.max())
+
     for (env, var), d in res.groupby(["env", "variant"]):
         f, b = d["final"].to_numpy(), d["best"].to_numpy()
-        lo, hi = bootstrap_ci(f)
-        blo, bhi = bootstrap_ci(b)
-        rows.append({"env": env, "variant": var, "seeds": len(d), "final_mean": f.mean(),
-                     "final_ci_low": lo, "final_ci_high": hi, "best_mean": b.mean(),
-                     "best_ci_low": blo, "best_ci_high": bhi,
+        (lo, hi), (blo, bhi) = spread(f), spread(b)
+        rows.append({"env": env, "variant": var, "seeds": len(d), "spread": spread_label(len(d)),
+                     "final_mean": f.mean(), "final_low": lo, "final_high": hi,
+                     "best_mean": b.mean(), "best_low": blo, "best_high": bhi,
                      "seeds_within_5pct_of_best": int((f >= 0.95 * b).sum()),
                      "seeds_with_dips": int((d["dips_after_solved"] > 0).sum()),
                      "dips_after_solved": int(d["dips_after_solved"].sum())})
@@ -162,7 +170,7 @@ def main():
     df = results.metrics(a.paths, command="obs_stats.py")  # unfinished directories: noted
     df["variant"] = variant(df)
     a.out.mkdir(parents=True, exist_ok=True)
-    res = per_seed(df)
+    res = per_seed(df, results.finals(df, DETERMINISTIC.return_column))
     res.to_csv(a.out / "results.csv", index=False)
     summ = summary(res)
     summ.to_csv(a.out / "summary.csv", index=False)

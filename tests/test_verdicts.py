@@ -54,3 +54,19 @@ def test_too_few_seeds_get_no_verdict_and_a_range_label():
     # NaNs (a failed run's missing final) do not count as seeds
     with pytest.raises(VerdictError, match="4 and 5 runs"):
         verdict([1.0, 2, 3, 4, np.nan], [1.0, 2, 3, 4, 5])
+
+
+def test_final_has_one_definition():
+    """No script or module computes a "final" return from the last row (``iloc[-1]``):
+    ``pgjax.analysis.results.finals`` is the one definition (the mean of the evaluations over
+    the last 5% of training)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    last_row = re.compile(r"iloc\[\s*-1\s*\]")
+    assert last_row.search('"final": float(ev["eval_return"].iloc[-1])')  # the check can fail
+    found = [f"{p.relative_to(root)}:{i}" for d in ("pgjax", "experiments", "benchmarks")
+             for p in sorted((root / d).rglob("*.py"))
+             for i, line in enumerate(p.read_text().splitlines(), 1) if last_row.search(line)]
+    assert not found, found
