@@ -278,27 +278,33 @@ def ant_observation() -> str:
 
 # The papers' claims rerun at their protocols (experiments/README.md, experiment 12): what
 # was run, its sweep folders, the groups shown and their names (keyed by group, or by preset
-# where the groups are named by their options), and the pair whose P(X > Y) is given
+# where the groups are named by their options), the pair whose P(X > Y) is given, and the
+# comparisons a verdict is given for: (method, baseline, equivalence margin as a fraction of
+# the baseline's mean final return, where the paper claims equal returns, else None)
 CLAIMS = [
     {"what": "SPO against PPO (Xie et al., ICML 2025), Gymnasium Hopper-v5, the paper's "
              "7-layer policy (`--preset spo-paper`)",
      "dirs": ("protocol_spo_hopper",), "names": {"spo": "SPO", "ppo": "PPO"},
-     "pair": ("spo", "ppo")},
+     "pair": ("spo", "ppo"), "verdicts": (("spo", "ppo", None),)},
     {"what": "FixPO against its authors' PPO baseline (Zentner et al. 2023), Hopper-v5 "
              "(`fixpo-paper`, `fixpo-paper-ppo`)",
      "dirs": ("protocol_fixpo", "protocol_fixpo_ppo"), "names": {"fixpo": "FixPO", "ppo": "PPO"},
-     "pair": ("fixpo", "ppo"), "kl": "fixpo"},
+     "pair": ("fixpo", "ppo"), "kl": "fixpo", "verdicts": (("fixpo", "ppo", 0.1),)},
     {"what": "S2PG against memoryless PPO and BPTT (Al-Hafez et al., ICLR 2024), "
              "velocity-hidden Brax halfcheetah, each at its authors' settings",
      "dirs": ("protocol_s2pg_stateful", "protocol_s2pg_memoryless", "protocol_s2pg_bptt"),
      "by": "preset", "names": {"s2pg-paper": "S2PG", "s2pg-paper-memoryless": "memoryless PPO",
-                               "s2pg-paper-bptt": "BPTT"}},
+                               "s2pg-paper-bptt": "BPTT"},
+     "verdicts": (("s2pg-paper", "s2pg-paper-memoryless", None),
+                  ("s2pg-paper", "s2pg-paper-bptt", None))},
     {"what": "HAPPO against MAPPO with one shared actor (HARL's baseline) and with separate "
              "actors (Kuba et al., ICLR 2022), `mabrax:halfcheetah_2x3`",
      "dirs": ("protocol_happo", "protocol_happo_mappo_shared"),
      "names": {"happo": "HAPPO", "mappo (share_actor=True)": "MAPPO (shared actor)",
                "mappo (share_actor=False)": "MAPPO (separate actors)"},
-     "pair": ("happo", "mappo (share_actor=True)")},
+     "pair": ("happo", "mappo (share_actor=True)"),
+     "verdicts": (("happo", "mappo (share_actor=True)", None),
+                  ("happo", "mappo (share_actor=False)", None))},
 ]
 
 
@@ -315,14 +321,15 @@ def _budget(final: pd.DataFrame, names: dict) -> str:
 @functools.lru_cache(maxsize=None)
 def _claim(i: int) -> tuple[str, str]:
     """(what was run, its figures) of ``CLAIMS[i]``: each group's final return, mean over
-    seeds [95% CI], as experiment 12 reports it (the interval of ``pgjax plot``'s
+    seeds with its 95% CI from ``MIN_SEEDS`` seeds on (the interval of ``pgjax plot``'s
     aggregate.csv where that holds raw returns, a single task without references, and
     ``bootstrap_ci`` of the finals where it holds normalised scores: both percentile
-    bootstraps over seeds), P(X > Y) of its pair, and the largest max per-state KL where
-    the claim is a bound."""
+    bootstraps over seeds), below that the seeds' range, labelled so; P(X > Y) of its pair;
+    the verdict of each of its comparisons (``pgjax.analysis.verdicts``); and the largest max
+    per-state KL where the claim is a bound."""
     from pgjax.analysis import results
     from pgjax.tools.plotting import load, trust_region_table
-    from pgjax.analysis.results import bootstrap_ci
+    from pgjax.analysis.results import MIN_SEEDS, VerdictError, bootstrap_ci, verdict
 
     c = CLAIMS[i]
     dirs = [SWEEPS / d for d in c["dirs"]]
@@ -334,10 +341,14 @@ def _claim(i: int) -> tuple[str, str]:
         if "by" in c else None
     names = {g: c["names"][key[g] if key is not None else g] for g in final["group"].unique()}
     order = sorted(names, key=lambda g: list(c["names"].values()).index(names[g]))
-    cells = []
+    cells, finals = [], {}
     for g in order:
         f = final.loc[final["group"] == g, "final"]
+        finals[g] = f.to_numpy(float)
         a = agg.loc[g]
+        if len(f) < MIN_SEEDS:  # no interval means anything: the seeds' range, said so
+            cells.append(f"{names[g]} {f.mean():,.0f} [range {f.min():,.0f}, {f.max():,.0f}]")
+            continue
         lo, hi = ((a["mean_ci95_lo"], a["mean_ci95_hi"])
                   if str(a["scores"]).startswith("unnormalised") else bootstrap_ci(f))
         cells.append(f"{names[g]} {f.mean():,.0f} [{lo:,.0f}, {hi:,.0f}]")
@@ -347,6 +358,21 @@ def _claim(i: int) -> tuple[str, str]:
         q = prob.loc[f"{x} > {y}"]
         text += (f"; P({names[x]} > {names[y]}) = {q['probability_of_improvement']:.2f} "
                  f"[{q['ci95_lo']:.2f}, {q['ci95_hi']:.2f}]")
+    group_of = {(key[g] if key is not None else g): g for g in names}
+    for method, baseline, margin in c.get("verdicts", ()):
+        a, b = finals[group_of[method]], finals[group_of[baseline]]
+        said = f"{names[group_of[method]]} vs {names[group_of[baseline]]}"
+        try:
+            v = verdict(a, b, margin * b.mean() if margin else None)
+        except VerdictError:
+            text += (f"; {said}: no verdict ({len(a)} and {len(b)} seeds, {MIN_SEEDS} per "
+                     f"group needed)")
+            continue
+        lo, hi = v.ci95
+        margin_said = (f", equivalence margin ±{margin:.0%} of {names[group_of[baseline]]}'s "
+                       f"mean" if margin else "")
+        text += (f"; {said}: **{v.outcome}** (difference {v.difference:+,.0f} "
+                 f"[{lo:+,.0f}, {hi:+,.0f}]{margin_said})")
     if "kl" in c:
         tr = trust_region_table(load(dirs)).set_index("group")["kl_max_largest"]
         bound = c["kl"]
@@ -410,18 +436,27 @@ def headline(folder: str = ".") -> str:
              for i in range(len(CLAIMS))]
     rows += [(*_mujoco_row(), link("Gymnasium MuJoCo-v5", "results/mujoco-v5.md")),
              (*_dmc_row(), link("DM Control Suite", "results/dmc.md"))]
-    lines = ["| what was run | result (final return: mean over seeds [95% CI]) | details |",
+    lines = ["| what was run | result (final return: mean over seeds [95% CI; a group of fewer "
+             "than 5 seeds: their range]; verdicts: better, worse, not separated or "
+             "equivalent, from Welch intervals of the difference) | details |",
              "|---|---|---|"]
     lines += [f"| {what} | {result} | {page} |" for what, result, page in rows]
     return "\n".join(lines)
 
 
-BLOCKS = {"headline": headline,
+def claims() -> str:
+    """The papers' claims, one item each: what was run and its figures and verdicts
+    (``_claim``)."""
+    return "\n".join(f"- {what}: {result}." for what, result in map(_claim, range(len(CLAIMS))))
+
+
+BLOCKS = {"headline": headline, "claims": claims,
           "results-headline": functools.partial(headline, folder="docs/results"),
           "quickstart-claims": render, "mujoco-table": mujoco_table, "dmc-table": dmc_table,
           "tianshou-settings": tianshou_settings, "preset-changes": preset_changes,
           "ant-observation": ant_observation}
 HOMES = {"headline": README, "results-headline": DOCS / "results" / "index.md",
+         "claims": DOCS / "results" / "claims.md",
          "quickstart-claims": DOCS / "getting-started" / "first-sweep.md",
          "mujoco-table": DOCS / "results" / "mujoco-v5.md",
          "dmc-table": DOCS / "results" / "dmc.md",
