@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from pgjax.analysis import results
-from pgjax.analysis.results import bootstrap_ci
+from pgjax.analysis.results import MIN_SEEDS, bootstrap_ci, spread_label
 
 RULES = {"ppo": "PPO", "spo": "SPO", "fixpo": "FixPO"}
 TASK_ORDER = ["CartpoleBalance", "CartpoleSwingup", "PendulumSwingup", "ReacherEasy",
@@ -51,10 +51,13 @@ def table(ev: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
                          "given; pass the sweep's directory once some of its groups finished")
     rows = []
     for (env, group), f in final.groupby(["env", "group"]):
-        lo, hi = bootstrap_ci(f["final"])
+        # a 95% CI from MIN_SEEDS seeds on; below that the seeds' range (``spread``)
+        lo, hi = bootstrap_ci(f["final"]) if len(f) >= MIN_SEEDS else (f["final"].min(),
+                                                                        f["final"].max())
         rows.append({"task": task_of(env), "env": env, "rule": group, "seeds": len(f),
                      "env_steps": int(f["env_steps"].max()), "final": f["final"].mean(),
-                     "final_lo": lo, "final_hi": hi,
+                     "final_lo": lo, "final_hi": hi, "spread": spread_label(len(f)),
+                     "evals_averaged": int(f["k"].max()),
                      "final_per_seed": " ".join(f"{v:.1f}" for v in f["final"]),
                      "score": f["score"].mean(),
                      "wall_time_min": ev.loc[(ev["env"] == env) & (ev["group"] == group),
@@ -81,7 +84,8 @@ def markdown(t: pd.DataFrame, agg: pd.DataFrame, prob: pd.DataFrame) -> str:
     rules = [r for r in RULES if r in set(t["rule"])] + sorted(set(t["rule"]) - set(RULES))
     lo, hi = int(t["seeds"].min()), int(t["seeds"].max())
     seeds = f"{lo}" if lo == hi else f"{lo}-{hi}"
-    lines = ["| task | " + " | ".join(f"{name(r)} final [95% CI]" for r in rules) + " |",
+    spread = "95% CI" if lo >= MIN_SEEDS else "range"  # the seeds' range below MIN_SEEDS
+    lines = ["| task | " + " | ".join(f"{name(r)} final [{spread}]" for r in rules) + " |",
              "|---|" + "---|" * len(rules)]
     for task, g in t.groupby("task", sort=False):
         g = g.set_index("rule")
@@ -102,9 +106,15 @@ def markdown(t: pd.DataFrame, agg: pd.DataFrame, prob: pd.DataFrame) -> str:
     note = scored["scores"].iloc[0] if len(scored) else "no rule has finished runs on every task"
     label = results.RETURN_LABELS[t["source"].iloc[0]]
     extra = "" if note == "normalised" else f" ({note})"
+    k = sorted(set(t["evals_averaged"]))
+    held = (f"{k[0]} evaluation{'s' if k[0] != 1 else ''}" if len(k) == 1 else
+            f"{k[0]}-{k[-1]} evaluations")
+    interval = ("95% bootstrap CI" if lo >= MIN_SEEDS else
+                f"the range of the {seeds} seeds: too few for an interval or a verdict")
     lines += ["", f"{seeds} seeds per cell, {int(t['env_steps'].max()):,} env steps each; "
-                  f"final = each seed's mean evaluation over the last 5% of training "
-                  f"({label}), mean over seeds [95% bootstrap CI]. Normalised: (final − "
+                  f"final = each seed's mean evaluation over the last 5% of training (here "
+                  f"{held} per run) ({label}), mean over seeds [{interval}]. Normalised: "
+                  f"(final − "
                   f"random policy) / (1,000 − random policy) with pgjax.analysis.references' random "
                   f"returns{extra}; IQM over tasks × seeds with a 95% stratified-bootstrap CI. "
                   f"Probability of improvement (task by task, over seeds): "
