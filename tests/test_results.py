@@ -370,7 +370,9 @@ def test_dmc_table_finals_per_task_and_rule_and_normalised_aggregate(tmp_path):
     iqm = np.mean(sorted(scores)[1:3])  # the middle half of four
     assert agg.set_index("group").loc["ppo", "iqm"] == pytest.approx(iqm)
     md = dmc.markdown(t, agg, prob)
-    assert "| task | PPO final [95% CI] | SPO final [95% CI] |" in md
+    # 2 seeds: the seeds' range, said so (never a "95% CI" that is the range)
+    assert "| task | PPO final [range] | SPO final [range] |" in md
+    assert "[the range of the 2 seeds: too few for an interval or a verdict]" in md
     assert "| CartpoleBalance | 850 [800, 900] | 700 [700, 700] |" in md
     assert f"| **IQM of normalised finals** | {iqm:.3f} [" in md
     assert "P(PPO > SPO) = " in md and "P(SPO > PPO)" not in md
