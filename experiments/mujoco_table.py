@@ -421,21 +421,24 @@ def plot(ev: pd.DataFrame, t: pd.DataFrame, path: Path,
         ax.plot(steps, wide.mean(1), color="C0", label="pgjax (mean of seeds)")
         ax.fill_between(steps, band[:, 0], band[:, 1], color="C0", alpha=0.25, lw=0)
         own = theirs[theirs["env"].map(task_of) == r.task]
+        theirs_said = ""
         if len(own):
             ts_steps, ts_wide = curve(own)
             ax.plot(ts_steps, ts_wide.mean(1), color="C3", lw=1,
-                    label=f"Tianshou (mean of its {ts_wide.shape[1]} seeds, "
-                          f"{own['env'].iloc[0].split(':', 1)[-1].rsplit('-', 1)[-1]})")
+                    label=f"Tianshou (mean of its {ts_wide.shape[1]} seeds)")
+            # the version Tianshou ran this panel's task at (v3, v2 for Reacher and pendulums)
+            theirs_said = f"; Tianshou {own['env'].iloc[0].rsplit('-', 1)[-1]}"
         if r.tianshou is not None and not np.isnan(r.tianshou):
             ax.axhline(r.tianshou, color="C3", ls="--", lw=1, label="Tianshou 1M (best)")
-        ax.set_title(f"{label(r.env)} ({r.seeds} seeds)"
+        ax.set_title(f"{label(r.env)} ({r.seeds} seeds{theirs_said})"
                      + (f"\n{r.task_options}" if r.task_options else ""),
                      fontsize=8 if r.task_options else None)
         ax.set_xlabel("env steps")
     for ax in list(axes.flat)[n:]:
         ax.axis("off")
-    axes.flat[0].legend(fontsize=8)
-    fig.suptitle(f"{title}: {results.RETURN_LABELS[source]}, 95% bootstrap CI")
+    axes.flat[0].legend(fontsize=8, loc="lower right")
+    fig.suptitle(f"{title}: {results.RETURN_LABELS[source]}, 95% bootstrap CI; each title "
+                 f"names the task version Tianshou ran")
     fig.tight_layout()
     save_png(fig, path, dpi=110)
     plt.close(fig)
