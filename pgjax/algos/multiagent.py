@@ -18,8 +18,9 @@ How the rule is reused unchanged: an agent's update is the rule's own ``update``
 that agent's samples, with ``Batch.weight = M``; each agent's own trust-region diagnostics are
 recorded as ``agent_kl_mean`` / ``agent_kl_max`` / ``agent_ratio_dev_max`` / ``agent_entropy``
 (mean or max over agents), the joint policy's by the trainer as ``kl_mean`` etc. Observations in that batch are a dict
-``{"agent": o^i, "state": s, "mask": action mask}``; the agent policy reads ``agent`` and
-``mask``, the critic reads ``state`` (centralised) or ``agent`` (independent).
+``{"agent": o^i, "state": s, "mask": action mask, "avail": available actions}``; the agent
+policy reads ``agent``, ``mask`` and ``avail``, the critic reads ``state`` (centralised) or
+``agent`` (independent).
 With a centralised critic, the first agent in the order is updated together with the critic
 (exactly the rule's single-agent update, so one agent reproduces the plain rule); the other
 agents run the rule with a critic-free view (its value is 0, so no gradient reaches the
@@ -43,6 +44,7 @@ from pgjax.algos.common import (MAX, Algorithm, Batch, Metric, Updated, reduce_o
 from pgjax.algos.pieces import TRUST_REGION, trust_region_stats
 from pgjax.envs.multiagent import Partition
 from pgjax.core.errors import ConfigError, check_choice
+from pgjax.model.distributions import Categorical
 from pgjax.model.nets import Parts
 from pgjax.model.policies import ActorCritic
 from pgjax.core.registry import AGENT_SCHEMES, caller_file
@@ -132,7 +134,7 @@ class AgentPolicy(NamedTuple):
         d = self.actor.apply(actor_params, obs["agent"])
         if "mask" in obs:
             d = {**d, "mask": obs["mask"]}
-        return d
+        return Categorical.masked(d, obs.get("avail"))
 
     kl, log_prob, entropy = ActorCritic.kl, ActorCritic.log_prob, ActorCritic.entropy
 
@@ -177,7 +179,8 @@ def pass_key(key, m):
 
 
 # The multi-agent batch is an update-rule Batch whose fields carry an agent axis:
-# Flat over (time, env) = B. obs {"agent": [B, n, O], "state": [B, D]}; action
+# Flat over (time, env) = B. obs {"agent": [B, n, O], "state": [B, S]} (and "avail":
+# [B, n, A] where agents have available-action flags); action
 # [B, n, A] or [B, n]; log_prob [B, n]; dist pytree [B, n, ...]; value / advantage / ret
 # [B] (centralised critic) or [B, n] (independent critics).
 MultiAgentBatch = Batch
@@ -208,7 +211,8 @@ class Combinator(NamedTuple):
                      params.critic if self.scheme.central else tree_get(params.critic, i))
 
     def agent_batch(self, b: MultiAgentBatch, i, weight) -> Batch:
-        obs = {"agent": b.obs["agent"][:, i], "state": b.obs["state"]}
+        obs = {"agent": b.obs["agent"][:, i], "state": b.obs["state"],
+               **({"avail": b.obs["avail"][:, i]} if "avail" in b.obs else {})}
         if self.mask is not None:
             obs["mask"] = jnp.broadcast_to(self.mask[i], b.action[:, i].shape)
         pick = (lambda x: x) if self.scheme.central else (lambda x: x[:, i])

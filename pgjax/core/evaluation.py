@@ -34,6 +34,12 @@ class EvalMode(NamedTuple):
                 f"eval_length{self.suffix}")
 
     @property
+    def success_column(self) -> str:
+        """The fraction of the eval episodes that succeeded (environments that report an
+        outcome: ``EnvSpec.success``, SMAX's won battles)."""
+        return f"eval_success{self.suffix}"
+
+    @property
     def label(self) -> str:
         return f"held-out eval return ({self.policy} policy)"
 
@@ -59,18 +65,27 @@ RETURNS = {"auto": "auto", **{m.flag: m.return_column for m in MODES.values()},
            "train": TRAIN_RETURN}
 
 
-def columns(modes) -> tuple[str, ...]:
-    """The record columns the evaluations of ``modes`` (names) fill, in order."""
-    return tuple(c for name in modes for c in MODES[name].columns)
+def columns(modes, success: bool = False) -> tuple[str, ...]:
+    """The record columns the evaluations of ``modes`` (names) fill, in order; with
+    ``success``, each mode's success rate after its return columns."""
+    return tuple(c for name in modes
+                 for c in MODES[name].columns + ((MODES[name].success_column,) if success
+                                                 else ()))
 
 
-def describe(modes, episodes: int, iterations) -> dict[str, str]:
-    """``config.json``'s ``returns``: what each return column of a run holds."""
-    return {**{MODES[name].return_column:
-               f"held-out: mean over {episodes} episodes of the {name} policy on separate "
-               f"environments, after the iterations {list(iterations)}" for name in modes},
-            TRAIN_RETURN: "mean return of the training episodes (stochastic policy) that "
-                          "ended in the update; blank when none ended"}
+def describe(modes, episodes: int, iterations, success: str = "") -> dict[str, str]:
+    """``config.json``'s ``returns``: what each return column of a run holds (and, where the
+    environment reports an outcome, described by ``success``, each success column)."""
+    out = {**{MODES[name].return_column:
+              f"held-out: mean over {episodes} episodes of the {name} policy on separate "
+              f"environments, after the iterations {list(iterations)}" for name in modes},
+           TRAIN_RETURN: "mean return of the training episodes (stochastic policy) that "
+                         "ended in the update; blank when none ended"}
+    if success:
+        out.update({MODES[name].success_column:
+                    f"held-out: fraction of the same {episodes} episodes of the {name} policy "
+                    f"that ended {success}" for name in modes})
+    return out
 
 
 __all__ = ["DETERMINISTIC", "EVAL_SOURCES", "EvalMode", "MODES", "RETURNS", "RETURN_LABELS",

@@ -5,6 +5,11 @@ Environment ids are ``<family>:<name>``:
 - ``brax:<name>``  any ``brax.envs`` environment (``--brax.backend`` generalized|positional|spring|mjx)
 - ``gym:<EnvId>``  any registered Gymnasium environment (``gym:CartPole-v1``, ``gym:Hopper-v5``),
   stepped on the host (``--gym.vectorization auto|sync|workers|async``), see ``pgjax.envs.gym_env``
+- ``jaxmarl:<id>`` JaxMARL's SMAX (``jaxmarl:SMAX-3m``, against its heuristic enemy) and MPE
+  (``jaxmarl:MPE_simple_spread_v3``) multi-agent tasks, see ``pgjax.envs.jaxmarl_env``
+  (``pip install 'pgjax[marl]'``)
+- ``gymnax:<EnvId>`` any gymnax environment (``gymnax:CartPole-v1``, ``gymnax:Breakout-MinAtar``),
+  stepped inside the compiled program, see ``pgjax.envs.gymnax_env`` (``pip install 'pgjax[gymnax]'``)
 - ``jax:<name>``   small pure-JAX tasks shipped with pgjax (``jax:cartpole``; ``jax:memory``,
   ``jax:memory-<delay>``: a cue-recall memory probe, see ``pgjax.envs.memory_probe``)
 - ``mabrax:<name>`` a Brax body split among cooperating agents, Multi-Agent MuJoCo style
@@ -16,7 +21,7 @@ Environment ids are ``<family>:<name>``:
 Each family is an ``EnvFamily`` registered in ``pgjax.core.registry.ENV_FAMILIES`` by
 ``register`` below, as a plugin registers its own.
 
-``mabrax`` and ``matrix`` environments are ``MultiAgentEnv``: an ordinary batched environment
+``jaxmarl``, ``mabrax`` and ``matrix`` environments are ``MultiAgentEnv``: an ordinary batched environment
 (global state, joint action, team reward) with a ``Partition`` into per-agent views, see
 ``pgjax.envs.multiagent``.
 """
@@ -133,6 +138,18 @@ def _jax(name, num_envs, episode_length, options):
     return make_classic_env(name, num_envs, episode_length)
 
 
+def _jaxmarl(name, num_envs, episode_length, options):
+    from pgjax.envs.jaxmarl_env import make_jaxmarl_env
+
+    return make_jaxmarl_env(name, num_envs, episode_length)
+
+
+def _gymnax(name, num_envs, episode_length, options):
+    from pgjax.envs.gymnax_env import make_gymnax_env
+
+    return make_gymnax_env(name, num_envs, episode_length)
+
+
 def _playground(name, num_envs, episode_length, options: PlaygroundOptions):
     from pgjax.envs.playground_env import make_playground_env
 
@@ -147,6 +164,12 @@ register("gym", EnvFamily(_gym, "any registered Gymnasium environment, stepped o
                           ("gym:Hopper-v5",), GymOptions, "gym", host=True, renderer="frames"))
 register("jax", EnvFamily(_jax, "small pure-JAX tasks shipped with pgjax",
                           ("jax:cartpole",)))
+register("jaxmarl", EnvFamily(_jaxmarl, "JaxMARL's SMAX and MPE cooperative tasks, stepped "
+                                        "inside the compiled program",
+                              ("jaxmarl:SMAX-3m",), multi_agent=True))
+register("gymnax", EnvFamily(_gymnax, "any gymnax environment (classic control, MinAtar, "
+                                      "bsuite, misc), stepped inside the compiled program",
+                             ("gymnax:CartPole-v1",), renderer="states"))
 register("mabrax", EnvFamily(_mabrax, "a Brax body split among cooperating agents",
                              ("mabrax:halfcheetah_2x3",), BraxOptions, "brax",
                              multi_agent=True))

@@ -41,6 +41,7 @@ class EnvSpec(NamedTuple):
     num_envs: int
     max_episode_steps: int
     host: bool = False  # stepped outside XLA (Gymnasium): not shardable, not checkpointable
+    success: str = ""  # what a successful episode is, in words (SMAX: won); "": none reported
 
 
 @struct.dataclass
@@ -54,6 +55,9 @@ class TimeStep:
     final_obs:      [N, *obs]  the real next observation s'_t (equals obs where not done).
     episode_return: [N]        undiscounted return of the episode that ended here (0 elsewhere).
     episode_length: [N] int    length of the episode that ended here (0 elsewhere).
+    success:        [N] bool   the episode that ended here succeeded (SMAX: the battle was
+                               won); None for environments that report no outcome
+                               (``EnvSpec.success`` empty).
     """
 
     obs: jax.Array
@@ -63,6 +67,7 @@ class TimeStep:
     final_obs: jax.Array
     episode_return: jax.Array
     episode_length: jax.Array
+    success: Optional[jax.Array] = None
 
     @property
     def done(self) -> jax.Array:
@@ -101,7 +106,9 @@ class EnvFamily(NamedTuple):
     multi-agent splits do). ``host``: stepped outside the compiled program (no in-program
     reset pool, no recurrent policy, no multi-agent training); ``multi_agent``: ``make``
     returns a ``MultiAgentEnv``; ``renderer``: how ``pgjax render`` draws its episodes
-    (``system``: a Brax System's states; ``frames``: the env's rgb frames; None: it cannot); ``examples``: ids for help texts."""
+    (``system``: a Brax System's states; ``frames``: the env's rgb frames; ``trajectory``: a
+    Playground task's states; ``states``: gymnax's states through its visualiser; None: it
+    cannot); ``examples``: ids for help texts."""
 
     make: Callable
     summary: str

@@ -5,6 +5,9 @@ A simulator is two pure functions for one environment::
     sim_state, obs = reset1(key)
     sim_state, obs, reward, terminated = step1(sim_state, action)
 
+or, for a simulator that reports episode outcomes (``EnvSpec.success`` set: SMAX's won
+battles), ``sim_state, obs, reward, terminated, success = step1(sim_state, action)``.
+
 ``VectorEnv`` vmaps them over N environments and adds what every pgjax environment needs:
 the time limit (truncation), autoreset that keeps the real final observation, and episode
 statistics.
@@ -70,7 +73,9 @@ class VectorEnv:
     """An ``Env`` from one environment's pure simulator (``reset1``, ``step1``; see the
     module's docstring), vmapped over ``spec.num_envs`` copies with the time limit, autoreset
     from a reset pool and episode statistics added. Box actions are clipped to the bounds of
-    ``spec.action`` unless ``clip_actions`` is false."""
+    ``spec.action`` unless ``clip_actions`` is false. Where ``spec.success`` names an
+    outcome, ``step1`` returns it as a fifth value and ``TimeStep.success`` holds it for the
+    episodes that end (a truncated episode did not succeed)."""
 
     def __init__(self, spec: EnvSpec, reset1: Callable, step1: Callable,
                  clip_actions: bool = True):
@@ -78,8 +83,10 @@ class VectorEnv:
             raise ConfigError("num_envs and episode_length must be >= 1; pass positive values")
         self.spec = spec
         self._reset = jax.vmap(_returning(reset1, "reset1(key)", "(sim_state, obs)"))
+        self._success = bool(spec.success)
         self._step = jax.vmap(_returning(step1, "step1(sim_state, action)",
-                                         "(sim_state, obs, reward, terminated)"))
+                                         "(sim_state, obs, reward, terminated"
+                                         + (", success)" if self._success else ")")))
         self._clip = clip_actions and spec.action.kind == "box"
 
     def reset(self, key):
@@ -106,7 +113,7 @@ class VectorEnv:
     def step(self, state: VectorEnvState, action):
         if self._clip:
             action = jnp.clip(action, self.spec.action.low, self.spec.action.high)
-        sim, obs, reward, terminated = self._step(state.sim, action)
+        sim, obs, reward, terminated, *success = self._step(state.sim, action)
         reward = reward.astype(jnp.float32)
         terminated = terminated.astype(bool)
         t = state.t + 1
@@ -120,7 +127,8 @@ class VectorEnv:
         new_obs = pick(state.pool_obs, obs)
         ts = TimeStep(obs=new_obs, reward=reward, terminated=terminated, truncated=truncated,
                       final_obs=obs, episode_return=jnp.where(done, ep_return, 0.0),
-                      episode_length=jnp.where(done, t, 0))
+                      episode_length=jnp.where(done, t, 0),
+                      success=(terminated & success[0].astype(bool)) if success else None)
         new_state = state.replace(sim=new_sim, t=jnp.where(done, 0, t),
                                   ep_return=jnp.where(done, 0.0, ep_return))
         return new_state, ts

@@ -43,12 +43,21 @@ class Partition:
                      ``action.n`` choices and the joint action is [n_agents] integers.
     ``action``       each agent's action space (box: ``n`` = max_act; discrete: choices).
     ``agent_names``  one label per agent (e.g. its joints), for tables and records.
+    ``state_index``  [S] int, the entries of the global observation a centralised critic
+                     sees (None: all of them).
+    ``avail_index``  [n_agents, action.n] int (discrete only), where in the global
+                     observation each agent's available-action flags are (1 available,
+                     0 not; -1: never available, e.g. choices an agent with fewer actions
+                     lacks); None: every action is always available. A policy never samples
+                     an unavailable action, and normalisation leaves the flags as they are.
     """
 
     agent_names: tuple
     obs_index: np.ndarray
     action_index: np.ndarray
     action: ActionSpace
+    state_index: np.ndarray | None = None
+    avail_index: np.ndarray | None = None
 
     def __post_init__(self):
         n = len(self.agent_names)
@@ -57,6 +66,11 @@ class Partition:
         if self.action.kind == "box" and (self.action_index.ndim != 2
                                           or self.action_index.shape[0] != n):
             raise ValueError("action_index must be [n_agents, max_act]")
+        if self.state_index is not None and np.ndim(self.state_index) != 1:
+            raise ValueError("state_index must be [S]")
+        if self.avail_index is not None and (self.action.kind != "discrete" or np.shape(
+                self.avail_index) != (n, self.action.n)):
+            raise ValueError("avail_index must be [n_agents, action.n], for discrete actions")
 
     @property
     def n_agents(self) -> int:
@@ -90,6 +104,30 @@ class Partition:
         (padding reads as 0)."""
         idx = jnp.asarray(np.maximum(self.obs_index, 0))
         return jnp.take(obs, idx, axis=-1) * jnp.asarray(self.obs_mask)
+
+    def state(self, obs: jax.Array) -> jax.Array:
+        """Global observations [..., D] -> what a centralised critic sees [..., S]."""
+        if self.state_index is None:
+            return obs
+        return jnp.take(obs, jnp.asarray(self.state_index), axis=-1)
+
+    def avail(self, obs: jax.Array) -> jax.Array | None:
+        """Global observations [..., D] -> [..., n_agents, action.n] bool, the actions each
+        agent may take (None: every action, always)."""
+        if self.avail_index is None:
+            return None
+        idx = np.asarray(self.avail_index)
+        flags = jnp.take(obs, jnp.asarray(np.maximum(idx, 0)), axis=-1)
+        return (flags > 0.5) & jnp.asarray(idx >= 0)
+
+    def norm_mask(self, dim: int) -> np.ndarray | None:
+        """[dim] bool, the global observation's entries normalisation may touch (all but
+        the available-action flags); None: all of them."""
+        if self.avail_index is None:
+            return None
+        mask = np.ones(dim, bool)
+        mask[np.asarray(self.avail_index)[np.asarray(self.avail_index) >= 0]] = False
+        return mask
 
     def agent_actions(self, joint: jax.Array) -> jax.Array:
         """The joint action -> per-agent actions. Box: [..., D] -> [..., n_agents, max_act]

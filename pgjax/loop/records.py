@@ -74,7 +74,7 @@ from pgjax.core.rundir import (DirState, check_records, enclosing_run,  # noqa: 
 from pgjax.core.files import (atomic_write_bytes, atomic_write_json,  # noqa: F401 (re-exported)
                               interrupts_deferred,
                               remove_stale_temporaries)
-from pgjax.core.evaluation import DETERMINISTIC, columns as eval_columns
+from pgjax.core.evaluation import DETERMINISTIC, MODES, columns as eval_columns
 from pgjax.core.evaluation import describe as describe_returns
 
 
@@ -131,7 +131,9 @@ class RunRecords:
         self.sinks = self.sinks or []
 
     @classmethod
-    def create(cls, cfg, runs) -> "RunRecords":
+    def create(cls, cfg, runs, success: str = "") -> "RunRecords":
+        """New records for ``runs`` of ``cfg``; ``success``: the eval environment's outcome
+        in words (``EnvSpec.success``), whose rate each evaluation then records."""
         root = Path(cfg.out) / cfg.name
         (root / "status.json").unlink(missing_ok=True)
         grid = cfg.parse_grid()
@@ -144,7 +146,8 @@ class RunRecords:
             "grid": grid, "num_iterations": cfg.num_iterations,
             "env_steps_per_run": cfg.num_iterations * cfg.batch_size,
             "returns": describe_returns(cfg.eval_modes, cfg.eval_envs,
-                                        [c * cfg.eval_every for c in cfg.eval_chunks]),
+                                        [c * cfg.eval_every for c in cfg.eval_chunks],
+                                        success),
             "runs": [{"id": d.name, "seed": s, "hparams": hp} for d, (s, hp) in zip(run_dirs, runs)],
             "versions": _versions(), plugin_files.KEY: plugins,
             # this run directory's identity, saved with each checkpoint: a checkpoint copied
@@ -155,7 +158,8 @@ class RunRecords:
             atomic_write_json(d / "config.json", {"seed": seed, "hparams": hp}, root)
             for stale in (METRICS, PACKED, "status.json"):
                 (d / stale).unlink(missing_ok=True)
-        return cls(root=root, run_dirs=run_dirs, eval_columns=eval_columns(cfg.eval_modes))
+        return cls(root=root, run_dirs=run_dirs,
+                   eval_columns=eval_columns(cfg.eval_modes, bool(success)))
 
     @classmethod
     def read(cls, root) -> "RunRecords":
@@ -190,9 +194,10 @@ class RunRecords:
                 else:
                     (d / "status.json").unlink()
         (root / "status.json").unlink(missing_ok=True)
+        modes = TrainConfig.from_record(cfg["config"], plugins=()).eval_modes
+        success = any(MODES[m].success_column in cfg.get("returns", {}) for m in modes)
         rec = cls(root=root, run_dirs=run_dirs, columns=columns, rows=rows, failed=failed,
-                  eval_columns=eval_columns(
-                      TrainConfig.from_record(cfg["config"], plugins=()).eval_modes))
+                  eval_columns=eval_columns(modes, success))
         for r in range(len(run_dirs)):
             rec._flush(r)
         return rec

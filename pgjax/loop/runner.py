@@ -116,7 +116,8 @@ def _start(cfg: TrainConfig, trainer: Trainer, say, resuming: bool, steps=(),
                               f"above); pass --overwrite to train it again (the old run is set "
                               f"aside in {root.parent / '.trash'})")
     if not start:
-        records = RunRecords.create(cfg, runs) if writer else None
+        records = (RunRecords.create(cfg, runs, trainer.eval_env.spec.success) if writer
+                   else None)
         ev = None
         if 0 in cfg.eval_chunks:  # the training program itself, its chunk switched off
             state, _, ev = fns.chunk(state, hps, eval_keys_at(eval_keys, 0), True, False)

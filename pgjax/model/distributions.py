@@ -79,6 +79,18 @@ class Categorical(NamedTuple):
         lp, lq = jax.nn.log_softmax(p["logits"]), jax.nn.log_softmax(q["logits"])
         return jnp.sum(jnp.exp(lp) * (lp - lq), axis=-1)
 
+    @staticmethod
+    def masked(d, avail):
+        """``d`` with the actions where ``avail`` is false ruled out: their logits set to
+        -1e9, so they are never sampled nor the mode, their probability is 0 and they add
+        nothing to entropies and KLs (finite, so no 0 * inf)."""
+        if avail is None:
+            return d
+        return {**d, "logits": jnp.where(avail, d["logits"], UNAVAILABLE)}
+
+
+UNAVAILABLE = -1e9  # the logit of an action an agent may not take
+
 
 class StatefulDistribution(NamedTuple):
     """Product of the task's action distribution (``base``: Gaussian or categorical) and a

@@ -284,9 +284,10 @@ class JointPolicy(NamedTuple):
     """Every agent's own policy over its view of the global state, acting together. Actor
     parameters are stacked over agents ([1, ...] when shared; the agent id is then appended
     to each view); the critic is one centralised V(s) or, with ``central=False``, one
-    V^i(o^i) per agent. Batch observations are ``{"agent": [B, n, O], "state": [B, D]}``,
-    actions per agent; ``dist`` returns per-agent distribution parameters stacked on the
-    agent axis."""
+    V^i(o^i) per agent. Batch observations are ``{"agent": [B, n, O], "state": [B, S]}``
+    (``state``: ``Partition.state``) and, where agents have available-action flags,
+    ``"avail": [B, n, A]``; actions per agent; ``dist`` returns per-agent distribution
+    parameters stacked on the agent axis, unavailable actions ruled out."""
 
     actor: nn.Module
     critic: nn.Module
@@ -312,7 +313,8 @@ class JointPolicy(NamedTuple):
         where the actor is shared or ``full_state``."""
         n = self.n_agents
         if self.full_state:
-            o = jnp.broadcast_to(obs[..., None, :], obs.shape[:-1] + (n, obs.shape[-1]))
+            s = self.partition.state(obs)
+            o = jnp.broadcast_to(s[..., None, :], s.shape[:-1] + (n, s.shape[-1]))
         else:
             o = self.partition.agent_obs(obs)
         if self.with_id:
@@ -328,13 +330,15 @@ class JointPolicy(NamedTuple):
         keys = k_actor[None] if slots == 1 else jax.random.split(k_actor, slots)
         actors = jax.vmap(lambda k: self.actor.init(k, o))(keys)
         if self.central:
-            critic = self.critic.init(k_critic, jnp.zeros((1,) + tuple(obs_shape)))
+            critic = self.critic.init(k_critic,
+                                      self.partition.state(jnp.zeros((1,) + tuple(obs_shape))))
         else:
             critic = jax.vmap(lambda k: self.critic.init(k, o))(jax.random.split(k_critic, n))
         return Parts(actors, critic)
 
-    def agent_dist(self, actor_params, agent_obs):
-        """Per-agent distribution parameters from per-agent views [..., n, O]."""
+    def agent_dist(self, actor_params, agent_obs, avail=None):
+        """Per-agent distribution parameters from per-agent views [..., n, O], the actions
+        where ``avail`` [..., n, A] is false ruled out."""
         n = self.n_agents
         params = actor_params
         if self.shared_actor:
@@ -343,10 +347,16 @@ class JointPolicy(NamedTuple):
         d = jax.vmap(lambda p, x: self.actor.apply(p, x), (0, -2), -2)(params, agent_obs)
         if self.partition.action.kind == "box":  # log_std [n, A], like the mask
             d = {**d, "mask": jnp.asarray(self.partition.action_mask)}
-        return d
+        return Categorical.masked(d, avail)
 
     def dist(self, actor_params, obs):
-        return self.agent_dist(actor_params, obs["agent"])
+        return self.agent_dist(actor_params, obs["agent"], obs.get("avail"))
+
+    def view(self, obs) -> dict:
+        """Global observations [..., D] -> the batch's observation dict (see the class)."""
+        avail = self.partition.avail(obs)
+        return {"agent": self.agent_obs(obs), "state": self.partition.state(obs),
+                **({} if avail is None else {"avail": avail})}
 
     def value(self, critic_params, obs):
         if self.central:
@@ -376,12 +386,11 @@ class JointPolicy(NamedTuple):
         return self.agent_distribution.entropy(d)
 
     def act(self, actor_params, carry, obs, key, deterministic: bool = False):
-        d = self.agent_dist(actor_params, self.agent_obs(obs))
+        d = self.agent_dist(actor_params, self.agent_obs(obs), self.partition.avail(obs))
         return carry, self._joint(_sample(self.agent_distribution, d, key, deterministic))
 
     def forward(self, params, obs, final_obs, action, done, carry0, carry_end) -> Forward:
-        view = {"agent": self.agent_obs(obs), "state": obs}
-        final = {"agent": self.agent_obs(final_obs), "state": final_obs}
+        view, final = self.view(obs), self.view(final_obs)
         joint = action[..., None] if self.squeeze else action
         agent_action = self.partition.agent_actions(joint)
         d = self.dist(params.actor, view)
@@ -415,7 +424,7 @@ def make_joint_policy(env, net, central: bool, share_actor: bool = False,
                                           net.activation, net.init_log_std,
                                           net.policy_head_gain, net.std_max, net.std_min)
     return JointPolicy(actor, critic, part, dist, share_actor, central, squeeze,
-                       full_state=full_state)
+                       norm_mask=part.norm_mask(env.spec.obs_shape[0]), full_state=full_state)
 
 
 def frozen_entries(policy):

@@ -48,8 +48,8 @@ SHADOW_SIZE = 1024
 # the ways an environment family's episodes are drawn (``EnvFamily.renderer``): system, the
 # simulator states of a Brax System (images or Brax's html viewer); frames, the rgb frames a
 # gym_env renders; trajectory, the simulator states of a MuJoCo Playground episode drawn by
-# the task's own renderer
-RENDERERS = ("system", "frames", "trajectory")
+# the task's own renderer; states, a gymnax episode's states drawn by gymnax's visualiser
+RENDERERS = ("system", "frames", "trajectory", "states")
 
 
 def _brax_sys(env):
@@ -402,6 +402,40 @@ def gym_episode(policy: TrainedPolicy, width: int, height: int, seed: int = 0,
     return frames, total, fps
 
 
+def gymnax_episode(policy: TrainedPolicy, width: int, height: int, seed: int = 0,
+                   stochastic: bool = False, max_steps: int | None = None, *,
+                   fps: int | None = None):
+    """(RGB frames of one episode of a gymnax task, its return, frames per second): the
+    episode stepped as in training, each state drawn by gymnax's ``Visualizer`` (classic
+    control through Gymnasium's pygame renderer, MinAtar, Catch, mazes, PointRobot) at its
+    own frame rate."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from gymnax.visualize import Visualizer
+
+    from pgjax.envs.gymnax_env import drawable, simulator
+
+    name = policy.cfg.env.partition(":")[2]
+    drawable(name)
+    raw, params, _ = simulator(name)
+    _, states, total = _episode(policy, None, lambda s: s.sim[0], seed, stochastic, max_steps)
+    vis = Visualizer(raw, params, states)
+    vis.fig.set_dpi(100)
+    vis.fig.set_size_inches(width / 100, height / 100)
+    frames = []
+    try:
+        vis.init()
+        for i in range(len(states)):
+            vis.update(i)
+            vis.fig.canvas.draw()
+            frames.append(np.asarray(vis.fig.canvas.buffer_rgba())[..., :3].copy())
+    finally:
+        plt.close(vis.fig)
+    return frames, total, fps or min(MAX_FPS, 1000 // vis.interval)
+
+
 def write_video(frames, out: Path, fps: int) -> None:
     import warnings
 
@@ -452,6 +486,9 @@ def render(path, out, run: str | None = None, seed: int = 0, stochastic: bool = 
     elif renderer == "trajectory":
         frames, total, fps = trajectory_episode(policy, width, height, seed, stochastic,
                                                 max_steps, fps=fps)
+    elif renderer == "states":
+        frames, total, fps = gymnax_episode(policy, width, height, seed, stochastic,
+                                            max_steps, fps=fps)
     else:
         frames, total, fps = gym_episode(policy, width, height, seed, stochastic, max_steps,
                                          fps=fps)

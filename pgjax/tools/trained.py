@@ -112,7 +112,8 @@ def evaluate(path, episodes: int = 16, seed: int = 0, stochastic: bool = False,
     eval env, all runs vmapped): a table with group, run, seed, episodes, the mean return with
     its 95% bootstrap CI over episodes, the std and the mean length. Keys come from ``seed``
     (fresh episodes), or with ``final_keys`` from the run's own last evaluation (its eval env
-    count too), which reproduces the ``eval_return`` it recorded last. An unfinished run
+    count too), which reproduces the ``eval_return`` it recorded last. Where the environment
+    reports outcomes (SMAX's won battles), ``success_rate`` is the fraction that succeeded. An unfinished run
     directory (killed, or still training) is refused unless ``include_unfinished``: then
     its latest parameters are evaluated and the table's ``finished`` column says so.
     A run that trained with plugins imports its recorded copies only when trusted
@@ -149,19 +150,21 @@ def evaluate(path, episodes: int = 16, seed: int = 0, stochastic: bool = False,
                 jnp.asarray([r["seed"] for r, _ in runs]))
             keys = eval_keys_at(keys, 2**20)
         fn = jax.jit(jax.vmap(lambda st, k: trainer.episodes(st, k, stochastic)))
-        returns, lengths = map(np.asarray, fn(state, keys))
+        returns, lengths, won = map(np.asarray, fn(state, keys))
+        success = bool(trainer.eval_env.spec.success)
     finally:
         trainer.close()
     rows, finished = [], is_finished(root)
     table = results.runs([root], include_unfinished=True, command="")
     groups = dict(zip(table["id"], table["group"]))
-    for (r, _), ret, length in zip(runs, returns, lengths):
+    for (r, _), ret, length, w in zip(runs, returns, lengths, won):
         lo, hi = bootstrap_ci(ret)
         rows.append({"group": groups[r["id"]], "run": r["id"],
                      "seed": r["seed"], "finished": finished, "episodes": len(ret),
                      "policy": "stochastic" if stochastic else "deterministic",
                      "return_mean": float(ret.mean()), "ci95_lo": lo, "ci95_hi": hi,
-                     "return_std": float(ret.std()), "length_mean": float(length.mean())})
+                     "return_std": float(ret.std()), "length_mean": float(length.mean()),
+                     **({"success_rate": float(w.mean())} if success else {})})
     return pd.DataFrame(rows)
 
 

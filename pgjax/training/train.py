@@ -77,6 +77,7 @@ class EvalCarry(NamedTuple):
     length: jax.Array  # [E] steps so far
     alive: jax.Array  # [E] the episode has not ended
     t: jax.Array
+    success: jax.Array  # [E] the episode ended in success (environments that report one)
 
 
 def _explained_variance(pred, target):
@@ -356,8 +357,7 @@ class Trainer:
             return s, nan(shapes[0] if shapes else jax.eval_shape(self.chunk, s, hp)[1])
 
         state, metrics = jax.lax.cond(train, trained, untrained, state)
-        skipped = {k: jax.ShapeDtypeStruct((), jnp.float32)
-                   for k in eval_columns(self.cfg.eval_modes)}
+        skipped = {k: jax.ShapeDtypeStruct((), jnp.float32) for k in self.eval_columns}
         ev = jax.lax.cond(evaluate, lambda s: self.evaluate(s, key),
                           lambda s: nan(skipped), state)
         return state, metrics, ev
@@ -366,7 +366,8 @@ class Trainer:
         """One episode per eval env from a reset drawn with ``key``, acting with the
         distribution's mode (or, ``stochastic``, sampling with keys split from ``key``) and
         the state's frozen normalisation statistics; stops once every episode has ended (or
-        at the time limit). Returns the undiscounted returns and lengths, [eval envs] each."""
+        at the time limit). Returns the undiscounted returns, lengths and whether each episode
+        succeeded (false where the environment reports no outcome), [eval envs] each."""
         env, policy, norm = self.eval_env, self.policy, self.normalizer(state)
         actor = state.params.actor
         k_reset, k_act = jax.random.split(key)
@@ -377,25 +378,37 @@ class Trainer:
             k = jax.random.fold_in(k_act, c.t) if stochastic else None
             h, action = policy.act(actor, c.carry, norm(c.obs), k, deterministic=not stochastic)
             env_state, ts = env.step(c.env_state, action)
+            won = c.success if ts.success is None else c.success | (c.alive & ts.success)
             return EvalCarry(env_state, ts.obs, policy.reset_carry(h, ts.done),
                              c.ret + jnp.where(c.alive, ts.reward, 0.0),
-                             c.length + c.alive.astype(jnp.int32), c.alive & ~ts.done, c.t + 1)
+                             c.length + c.alive.astype(jnp.int32), c.alive & ~ts.done, c.t + 1,
+                             won)
 
         init = EvalCarry(env_state, obs, policy.initial_carry(n), jnp.zeros(n),
-                         jnp.zeros(n, jnp.int32), jnp.ones(n, bool), jnp.int32(0))
+                         jnp.zeros(n, jnp.int32), jnp.ones(n, bool), jnp.int32(0),
+                         jnp.zeros(n, bool))
         out = jax.lax.while_loop(
             lambda c: (c.t < env.spec.max_episode_steps) & c.alive.any(), step, init)
-        return out.ret, out.length
+        return out.ret, out.length, out.success
+
+    @property
+    def eval_columns(self) -> tuple:
+        """The record columns an evaluation fills: each mode's return columns and, where the
+        eval environment reports an outcome (``EnvSpec.success``), its success rate."""
+        return eval_columns(self.cfg.eval_modes, bool(self.eval_env.spec.success))
 
     def evaluate(self, state: TrainState, key):
         """The held-out evaluation recorded after a chunk, for each policy of
         ``cfg.eval_modes``: mean and std of the return and the mean length of one episode
-        per eval env (see ``episodes``; the stochastic one from a key of its own)."""
+        per eval env (see ``episodes``; the stochastic one from a key of its own), and the
+        fraction of those episodes that succeeded where the environment reports outcomes."""
         out = {}
         for mode in map(MODES.get, self.cfg.eval_modes):
-            ret, length = self.episodes(state, mode.key(key), not mode.deterministic)
+            ret, length, won = self.episodes(state, mode.key(key), not mode.deterministic)
             values = (ret.mean(), ret.std(), length.mean())
             out.update({k: v.astype(jnp.float32) for k, v in zip(mode.columns, values)})
+            if self.eval_env.spec.success:
+                out[mode.success_column] = won.mean(dtype=jnp.float32)
         return out
 
     def train(self, key, hp):
