@@ -277,8 +277,8 @@ def ant_observation() -> str:
 
 
 # The papers' claims rerun at their protocols (experiments/README.md, experiment 12): what
-# was run, its sweep folders, the groups shown and their names (keyed by group, or by preset
-# where the groups are named by their options), the pair whose P(X > Y) is given, and the
+# was run, its sweep folders, the groups shown and their names (keyed by group: the sweeps'
+# labels), the pair whose P(X > Y) is given, and the
 # comparisons a verdict is given for: (method, baseline, equivalence margin as a fraction of
 # the baseline's mean final return, where the paper claims equal returns, else None)
 CLAIMS = [
@@ -293,18 +293,18 @@ CLAIMS = [
     {"what": "S2PG against memoryless PPO and BPTT (Al-Hafez et al., ICLR 2024), "
              "velocity-hidden Brax halfcheetah, each at its authors' settings",
      "dirs": ("protocol_s2pg_stateful", "protocol_s2pg_memoryless", "protocol_s2pg_bptt"),
-     "by": "preset", "names": {"s2pg-paper": "S2PG", "s2pg-paper-memoryless": "memoryless PPO",
-                               "s2pg-paper-bptt": "BPTT"},
-     "verdicts": (("s2pg-paper", "s2pg-paper-memoryless", None),
-                  ("s2pg-paper", "s2pg-paper-bptt", None))},
+     "names": {"S2PG": "S2PG", "memoryless PPO": "memoryless PPO", "BPTT": "BPTT"},
+     "verdicts": (("S2PG", "memoryless PPO", None), ("S2PG", "BPTT", None))},
     {"what": "HAPPO against MAPPO with one shared actor (HARL's baseline) and with separate "
              "actors (Kuba et al., ICLR 2022), `mabrax:halfcheetah_2x3`",
-     "dirs": ("protocol_happo", "protocol_happo_mappo_shared"),
-     "names": {"happo": "HAPPO", "mappo (share_actor=True)": "MAPPO (shared actor)",
-               "mappo (share_actor=False)": "MAPPO (separate actors)"},
-     "pair": ("happo", "mappo (share_actor=True)"),
-     "verdicts": (("happo", "mappo (share_actor=True)", None),
-                  ("happo", "mappo (share_actor=False)", None))},
+     "dirs": ("protocol_happo", "protocol_happo_seeds_3_4", "protocol_happo_mappo_shared",
+              "protocol_happo_mappo_shared_seeds_3_4"),
+     "names": {"happo (separate actors)": "HAPPO",
+               "mappo (shared actor)": "MAPPO (shared actor)",
+               "mappo (separate actors)": "MAPPO (separate actors)"},
+     "pair": ("happo (separate actors)", "mappo (shared actor)"),
+     "verdicts": (("happo (separate actors)", "mappo (shared actor)", None),
+                  ("happo (separate actors)", "mappo (separate actors)", None))},
 ]
 
 
@@ -337,9 +337,7 @@ def _claim(i: int) -> tuple[str, str]:
     final = results.finals(ev)
     agg, prob = results.aggregate(final, REPS, seed=0)
     agg, prob = agg.set_index("group"), prob.set_index("comparison")
-    key = ev.drop_duplicates("group").set_index("group")[c.get("by", "group")] \
-        if "by" in c else None
-    names = {g: c["names"][key[g] if key is not None else g] for g in final["group"].unique()}
+    names = {g: c["names"][g] for g in final["group"].unique()}
     order = sorted(names, key=lambda g: list(c["names"].values()).index(names[g]))
     cells, finals = [], {}
     for g in order:
@@ -358,10 +356,9 @@ def _claim(i: int) -> tuple[str, str]:
         q = prob.loc[f"{x} > {y}"]
         text += (f"; P({names[x]} > {names[y]}) = {q['probability_of_improvement']:.2f} "
                  f"[{q['ci95_lo']:.2f}, {q['ci95_hi']:.2f}]")
-    group_of = {(key[g] if key is not None else g): g for g in names}
     for method, baseline, margin in c.get("verdicts", ()):
-        a, b = finals[group_of[method]], finals[group_of[baseline]]
-        said = f"{names[group_of[method]]} vs {names[group_of[baseline]]}"
+        a, b = finals[method], finals[baseline]
+        said = f"{names[method]} vs {names[baseline]}"
         try:
             v = verdict(a, b, margin * b.mean() if margin else None)
         except VerdictError:
@@ -369,7 +366,7 @@ def _claim(i: int) -> tuple[str, str]:
                      f"group needed)")
             continue
         lo, hi = v.ci95
-        margin_said = (f", equivalence margin ±{margin:.0%} of {names[group_of[baseline]]}'s "
+        margin_said = (f", equivalence margin ±{margin:.0%} of {names[baseline]}'s "
                        f"mean" if margin else "")
         text += (f"; {said}: **{v.outcome}** (difference {v.difference:+,.0f} "
                  f"[{lo:+,.0f}, {hi:+,.0f}]{margin_said})")

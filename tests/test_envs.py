@@ -129,3 +129,26 @@ def test_brax_import_keeps_only_the_absent_warp_notice_out(capsys, monkeypatch):
     brax_env.import_brax()
     out = capsys.readouterr().out
     assert "a real message from an import" in out and "Failed to import warp" not in out
+
+
+def test_a_simulator_state_keeps_its_types_across_steps():
+    """A simulator whose reset puts Python scalars in its state (weakly typed, as gymnax's
+    ``time=0`` and JaxMARL's ``step=0``) and whose step returns arrays: the batched state
+    has one type from the reset on, so a program that carries it compiles once."""
+    from pgjax.envs import ActionSpace, EnvSpec, VectorEnv
+
+    def reset1(key):
+        return {"t": 0, "x": 0.0}, jnp.zeros(1)
+
+    def step1(s, a):
+        return ({"t": s["t"] + 1, "x": s["x"] + jnp.float32(1)}, jnp.zeros(1),
+                jnp.float32(0), jnp.bool_(False))
+
+    env = VectorEnv(EnvSpec("t:t", (1,), ActionSpace("discrete", 2), 3, 5), reset1, step1)
+    state, _ = jax.jit(env.reset)(jax.random.PRNGKey(0))
+    step = jax.jit(env.step)
+    after, _ = step(state, jnp.zeros(3, jnp.int32))
+    kinds = lambda s: [(x.dtype, x.weak_type) for x in jax.tree.leaves(s)]
+    assert kinds(after) == kinds(state)
+    step(after, jnp.zeros(3, jnp.int32))
+    assert step._cache_size() == 1

@@ -147,6 +147,7 @@ def test_smax_trains_evaluates_and_reloads(tmp_path):
     out = tmp_path / "runs"
     cmd = [sys.executable, "-m", "pgjax.cli", "train", "--env", "jaxmarl:SMAX-3m",
            "--agent-update", "sequential", "--steps", "20480", "--eval-envs", "8",
+           "--eval-every", "5", "--evals", "3",
            "--out", str(out), "--name", "smax"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]

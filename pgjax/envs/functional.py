@@ -69,6 +69,14 @@ def _returning(fn: Callable, name: str, expected: str) -> Callable:
     return checked
 
 
+def strong_types(tree):
+    """``tree`` with every weakly typed leaf (a Python scalar a simulator put in its state,
+    such as ``step=0``) given its dtype for good: a state whose reset leaves are weak and
+    whose stepped ones are not changes type after the first step, and every program that
+    carries it compiles twice."""
+    return jax.tree.map(lambda x: jax.lax.convert_element_type(x, jnp.result_type(x)), tree)
+
+
 class VectorEnv:
     """An ``Env`` from one environment's pure simulator (``reset1``, ``step1``; see the
     module's docstring), vmapped over ``spec.num_envs`` copies with the time limit, autoreset
@@ -82,11 +90,13 @@ class VectorEnv:
         if spec.num_envs < 1 or spec.max_episode_steps < 1:
             raise ConfigError("num_envs and episode_length must be >= 1; pass positive values")
         self.spec = spec
-        self._reset = jax.vmap(_returning(reset1, "reset1(key)", "(sim_state, obs)"))
+        checked = _returning(reset1, "reset1(key)", "(sim_state, obs)")
+        self._reset = jax.vmap(lambda key: strong_types(checked(key)))
         self._success = bool(spec.success)
-        self._step = jax.vmap(_returning(step1, "step1(sim_state, action)",
-                                         "(sim_state, obs, reward, terminated"
-                                         + (", success)" if self._success else ")")))
+        stepped = _returning(step1, "step1(sim_state, action)",
+                             "(sim_state, obs, reward, terminated"
+                             + (", success)" if self._success else ")"))
+        self._step = jax.vmap(lambda sim, action: strong_types(stepped(sim, action)))
         self._clip = clip_actions and spec.action.kind == "box"
 
     def reset(self, key):

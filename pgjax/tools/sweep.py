@@ -256,6 +256,7 @@ class Sweep:
                     found[name] = {"status": "error", "error": other}
                     continue
                 log(f"[{i}/{total}] {name}: finished, skipped")
+                self._relabel(name, cfg, log)
                 if name not in status["groups"]:  # a rebuilt sweep.json
                     done = read_json(self.root / name / "status.json", "status.json")
                     found[name] = {"status": "finished",
@@ -345,6 +346,17 @@ class Sweep:
                     from pgjax.core.files import storage_message
 
                     raise ConfigError(storage_message(e)) from None
+
+    def _relabel(self, name: str, cfg, log) -> None:
+        """A finished group takes the sweep file's ``label`` (the name tables and figures
+        give it; nothing it trained depends on it): its config.json is rewritten with it."""
+        path = self.root / name / "config.json"
+        record = read_json(path, "config.json")
+        if (record["config"].get("label") or "") == cfg.label:
+            return
+        record["config"]["label"] = cfg.label
+        atomic_write_json(path, record, within=self.root / name)
+        log(f"  {name}: label set to {cfg.label!r} (nothing retrained)")
 
     def _finished_otherwise(self, name: str, cfg) -> str | None:
         """Why the finished group ``name`` is not this sweep's (its config.json records

@@ -16,13 +16,14 @@ from pgjax.core.errors import ConfigError
 from pgjax.training.preset_type import Preset
 from pgjax.training.presets_brax import (  # noqa: F401 (re-exported)
     BRAX, HAPPO_PAPER, HAPPO_PAPER_MAPPO, PLAYGROUND_DMC)
+from pgjax.training.presets_jaxmarl import JAXMARL_MAPPO  # noqa: F401
 from pgjax.training.presets_mujoco import (  # noqa: F401
     CLEANRL, FIXPO_PAPER, FIXPO_PAPER_PPO, MUJOCO, S2PG_PAPER, S2PG_PAPER_BPTT,
     S2PG_PAPER_MEMORYLESS, SPO_PAPER)
 
 PRESETS = {p.name: p for p in (CLEANRL, MUJOCO, SPO_PAPER, FIXPO_PAPER, FIXPO_PAPER_PPO, S2PG_PAPER,
                                S2PG_PAPER_MEMORYLESS, S2PG_PAPER_BPTT, HAPPO_PAPER, HAPPO_PAPER_MAPPO, BRAX,
-                               PLAYGROUND_DMC)}
+                               PLAYGROUND_DMC, JAXMARL_MAPPO)}
 
 
 def task_key(env: str) -> str:
