@@ -76,6 +76,7 @@ def raw_stepping(env_id, num_envs, length, iters, chunks, backend=None, options=
 def native_stepping(env_id, num_envs, length, iters, chunks):
     """JaxMARL's own environment (``jaxmarl:`` ids): its ``step`` (auto-reset included) vmapped
     over ``num_envs``, uniformly random available actions, inside ``lax.scan``."""
+    from pgjax.envs.functional import strong_types
     from pgjax.envs.jaxmarl_env import simulator
 
     env, _, _ = simulator(env_id.partition(":")[2])
@@ -104,7 +105,9 @@ def native_stepping(env_id, num_envs, length, iters, chunks):
 
     chunk = jax.jit(lambda c: jax.lax.scan(step, c, None, length=length * iters)[0])
     _, st = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.PRNGKey(0), num_envs))
-    carry = (st, jax.random.PRNGKey(1), jnp.float32(0))
+    # JaxMARL's reset leaves Python scalars in its state (weakly typed) where its step
+    # returns arrays: given their dtype here, so the timed calls do not compile again
+    carry = (strong_types(st), jax.random.PRNGKey(1), jnp.float32(0))
     t = time.perf_counter()
     carry = jax.block_until_ready(chunk(carry))
     compile_s = time.perf_counter() - t

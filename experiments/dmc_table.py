@@ -93,14 +93,12 @@ def markdown(t: pd.DataFrame, agg: pd.DataFrame, prob: pd.DataFrame) -> str:
                  f"{_num(g.loc[r, 'final_hi'])}]" if r in g.index else "—" for r in rules]
         lines.append(f"| {task} | " + " | ".join(cells) + " |")
     a = agg.set_index("group")
-    cells = [f"{a.loc[r, 'iqm']:.3f} [{a.loc[r, 'iqm_ci95_lo']:.3f}, "
-             f"{a.loc[r, 'iqm_ci95_hi']:.3f}]" if r in a.index and not np.isnan(a.loc[r, "iqm"])
+    cells = [results.spread_cell(a.loc[r]) if r in a.index and not np.isnan(a.loc[r, "iqm"])
              else "—" for r in rules]
     lines.append("| **IQM of normalised finals** | " + " | ".join(cells) + " |")
     p = prob.set_index("comparison")
     probs = "; ".join(
-        f"P({name(x)} > {name(y)}) = {p.loc[k, 'probability_of_improvement']:.2f} "
-        f"[{p.loc[k, 'ci95_lo']:.2f}, {p.loc[k, 'ci95_hi']:.2f}]"
+        f"P({name(x)} > {name(y)}) = {results.improvement_cell(p.loc[k])}"
         for i, x in enumerate(rules) for y in rules[i + 1:] if (k := f"{x} > {y}") in p.index)
     scored = a[a["iqm"].notna()] if "iqm" in a else a.iloc[:0]
     note = scored["scores"].iloc[0] if len(scored) else "no rule has finished runs on every task"

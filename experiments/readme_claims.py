@@ -65,6 +65,8 @@ def tables(root: Path = RECORDS):
 
 
 def render(root: Path = RECORDS) -> str:
+    from pgjax.analysis import results
+
     tr, agg, prob, final = tables(root)
     tr, agg = tr.set_index("group"), agg.set_index("group")
     rules = [g for g in ORDER if g in tr.index]
@@ -84,9 +86,8 @@ def render(root: Path = RECORDS) -> str:
     for g in rules:
         a = agg.loc[g]
         seeds = ", ".join(f"{v:,.1f}" for v in final.loc[final["group"] == g, "final"])
-        lines.append(f"| {NAMES[g]} | {seeds} | {a['iqm']:.3f} [{a['iqm_ci95_lo']:.3f}, "
-                     f"{a['iqm_ci95_hi']:.3f}] | {a['finished']} / {a['unfinished']} / "
-                     f"{a['failed']} |")
+        lines.append(f"| {NAMES[g]} | {seeds} | {results.spread_cell(a)} | {a['finished']} / "
+                     f"{a['unfinished']} / {a['failed']} |")
     spo, ppo, fixpo, trpo = (tr.loc[g] for g in ("spo", "ppo", "fixpo", "trpo"))
     kl_ratio = sorted([ppo["kl_max_median"] / spo["kl_max_median"],
                        ppo["kl_max_largest"] / spo["kl_max_largest"]])
@@ -354,8 +355,7 @@ def _claim(i: int) -> tuple[str, str]:
     if "pair" in c:
         x, y = c["pair"]
         q = prob.loc[f"{x} > {y}"]
-        text += (f"; P({names[x]} > {names[y]}) = {q['probability_of_improvement']:.2f} "
-                 f"[{q['ci95_lo']:.2f}, {q['ci95_hi']:.2f}]")
+        text += f"; P({names[x]} > {names[y]}) = {results.improvement_cell(q)}"
     for method, baseline, margin in c.get("verdicts", ()):
         a, b = finals[method], finals[baseline]
         said = f"{names[method]} vs {names[baseline]}"
@@ -410,6 +410,8 @@ def _mujoco_row() -> tuple[str, str]:
 
 
 def _dmc_row() -> tuple[str, str]:
+    from pgjax.analysis import results
+
     dt, (t, agg, _) = _dmc_tables()
     a = agg.set_index("group")
     rules = [r for r in dt.RULES if r in a.index]
@@ -417,8 +419,7 @@ def _dmc_row() -> tuple[str, str]:
             f"{t['task'].nunique()} DM Control Suite tasks (MuJoCo Playground), "
             f"{int(t['seeds'].max())} seeds, {int(t['env_steps'].max()):,} steps",
             "IQM of reference-normalised finals: " + ", ".join(
-                f"{dt.name(r)} {a.loc[r, 'iqm']:.3f} [{a.loc[r, 'iqm_ci95_lo']:.3f}, "
-                f"{a.loc[r, 'iqm_ci95_hi']:.3f}]" for r in rules))
+                f"{dt.name(r)} {results.spread_cell(a.loc[r])}" for r in rules))
 
 
 def headline(folder: str = ".") -> str:

@@ -94,3 +94,15 @@ def test_gymnax_runs_train_evaluate_and_reload(env_id, tmp_path):
     action, _ = policy.mode(obs)
     assert np.asarray(action).shape == (2,)
     assert ((np.asarray(action) >= 0) & (np.asarray(action) < env.spec.action.n)).all()
+    from pgjax.tools.render import render
+
+    drawn = render(root, tmp_path / "episode.gif", max_steps=12, width=160, height=120)
+    assert drawn["frames"] >= 2 and (tmp_path / "episode.gif").stat().st_size > 1000
+
+
+def test_tasks_gymnax_cannot_draw_are_refused_in_one_line():
+    from pgjax.envs.gymnax_env import drawable
+
+    drawable("Breakout-MinAtar")
+    with pytest.raises(ConfigError, match="gymnax:DeepSea-bsuite has no visualiser"):
+        drawable("DeepSea-bsuite")

@@ -81,8 +81,8 @@ def test_runs_that_all_score_the_same_normalise_to_one_and_reach_the_target(tmp_
 
     monkeypatch.setitem(references.REFERENCES, "brax:x", references.Reference(
         0.0, "test", 500.0, "test", 1000))
-    fake_run_dir(tmp_path / "a", "ppo", "brax:x", [500.0] * 4)
-    fake_run_dir(tmp_path / "b", "spo", "brax:x", [500.0] * 4)
+    fake_run_dir(tmp_path / "a", "ppo", "brax:x", [500.0] * 5)
+    fake_run_dir(tmp_path / "b", "spo", "brax:x", [500.0] * 5)
     df = load([tmp_path])
     agg, _ = aggregate_tables(df, reps=50)
     assert (agg["iqm"] == 1.0).all() and (agg["iqm_ci95_lo"] == 1.0).all()
@@ -90,7 +90,7 @@ def test_runs_that_all_score_the_same_normalise_to_one_and_reach_the_target(tmp_
 
     tr = trust_region_table(df).set_index("group")
     # the fake curves reach 500 at the last evaluation (iteration 30, 3,000 steps)
-    assert (tr["runs_reaching_target"] == "4/4").all()
+    assert (tr["runs_reaching_target"] == "5/5").all()
     assert (tr["median_steps_to_target"] == 3000).all()
     np.testing.assert_allclose(tr["kl_max_largest"], 0.04)  # 0.01 + 0.001 * 30
     np.testing.assert_allclose(tr["ratio_dev_max_median"], 0.2)
@@ -98,6 +98,34 @@ def test_runs_that_all_score_the_same_normalise_to_one_and_reach_the_target(tmp_
     np.testing.assert_allclose(tr["clip_frac_median"], 0.1)
     np.testing.assert_allclose(tr["clip_frac_largest"], 0.2)
     assert "clip_frac_a_median" not in tr  # only S2PG's product policy records the factors
+
+
+def test_a_three_seed_table_shows_the_range_and_never_calls_it_a_ci(tmp_path):
+    """A percentile bootstrap of 3 values is about their range: the aggregate, the summary
+    and the curves show the range, labelled so, below 5 seeds, and a 95% CI from 5 on."""
+    from pgjax.analysis import results
+    from pgjax.analysis.plots import curve_table, summarize
+
+    fake_run_dir(tmp_path / "a", "ppo", "brax:x", [100.0, 300.0, 200.0])
+    fake_run_dir(tmp_path / "b", "spo", "brax:x", [150.0, 250.0, 350.0, 450.0, 550.0])
+    df = load([tmp_path])
+    agg, prob = aggregate_tables(df, reps=100)
+    row = agg.set_index("group")
+    three, five = row.loc["ppo"], row.loc["spo"]
+    assert three["spread"] == "range of 3 runs" and five["spread"] == "95% CI"
+    assert np.isnan(three["iqm_ci95_lo"]) and np.isnan(three["mean_ci95_hi"])
+    assert (three["range_lo"], three["range_hi"]) == (100.0, 300.0)
+    assert five["iqm_ci95_lo"] < five["iqm"] < five["iqm_ci95_hi"]
+    assert results.spread_cell(three, "mean", 0) == "200 [range 100, 300]"
+    pair = prob.set_index("comparison").loc["spo > ppo"]
+    assert np.isnan(pair["ci95_lo"]) and results.improvement_cell(pair).endswith(
+        "(3 runs: no interval)")
+    summary = summarize(tmp_path / "a").iloc[0]
+    assert np.isnan(summary["ci95_lo"]) and summary["spread"] == "range of 3 runs"
+    assert (summary["range_lo"], summary["range_hi"]) == (100.0, 300.0)
+    curve = curve_table(results.return_points(df, "eval_return"))
+    last = curve[curve["group"] == "ppo"].iloc[-1]
+    assert (last["lo"], last["hi"], last["n"]) == (100.0, 300.0, 3)
 
 
 def test_plot_command_writes_figures_and_tables(sweep, capsys):

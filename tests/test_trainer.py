@@ -97,12 +97,17 @@ def test_same_seed_twice_gives_identical_metrics(tmp_path):
     assert len(fa) == SMALL.num_iterations + 1
 
 
-def test_training_chunk_compiles_once_across_chunks(tmp_path, monkeypatch):
+# gymnax: a simulator whose reset state holds Python scalars (weakly typed)
+@pytest.mark.parametrize("env", ["jax:cartpole", pytest.param("gymnax:CartPole-v1",
+                                                              marks=pytest.mark.slow)])
+def test_training_chunk_compiles_once_across_chunks(env, tmp_path, monkeypatch):
     """Two programs for the whole host loop, each compiled once: init, and the chunk that
     also runs the evaluations (here at step 0, mid-run and the end)."""
     import pgjax.loop.runner as runner_mod
 
-    cfg = dataclasses.replace(SMALL, out=str(tmp_path), name="c", seeds=2, evals=3)
+    if env.startswith("gymnax"):
+        pytest.importorskip("gymnax")
+    cfg = dataclasses.replace(SMALL, env=env, out=str(tmp_path), name="c", seeds=2, evals=3)
     assert cfg.num_chunks == 3
     trainer = Trainer(cfg)
     # chex.assert_max_traces raises if a function is traced a second time

@@ -1,5 +1,5 @@
 """A finished run directory's own summary: ``curve.png`` (mean over seeds with a 95%
-percentile-bootstrap band) and ``summary.csv`` (final return per group), read through
+percentile-bootstrap band, the seeds' range below ``MIN_SEEDS``) and ``summary.csv`` (final return per group), read through
 ``pgjax.analysis.results``; and what every pgjax figure shares: the legend under its axes and
 compact PNG files."""
 from __future__ import annotations
@@ -12,13 +12,14 @@ import pandas as pd
 
 from pgjax.core.evaluation import DETERMINISTIC, TRAIN_RETURN
 from pgjax.analysis import results
-from pgjax.analysis.results import (RETURN_LABELS, bootstrap_cis, curve_source, eval_source,
-                                    return_points)
+from pgjax.analysis.results import (MIN_SEEDS, RETURN_LABELS, bootstrap_cis, curve_source,
+                                    eval_source, return_points, spread_label)
 
 
 def curve_table(points: pd.DataFrame, x: str = "env_steps") -> pd.DataFrame:
-    """Mean over runs with a 95% bootstrap CI (``bootstrap_ci``) at every point of
-    ``return_points``: one row per group and point, in their order."""
+    """Mean over runs with a 95% bootstrap CI (``bootstrap_ci``; below ``MIN_SEEDS`` runs
+    their range, see ``band_label``) at every point of ``return_points``: one row per group
+    and point, in their order."""
     columns = ["group", x, "mean", "lo", "hi", "n"]
     if not len(points):
         return pd.DataFrame(columns=columns)
@@ -29,11 +30,22 @@ def curve_table(points: pd.DataFrame, x: str = "env_steps") -> pd.DataFrame:
     values = np.split(points["value"].to_numpy(float)[order], cuts)
     xs = np.split(points[x].to_numpy(float)[order], cuts)
     ci = bootstrap_cis(values)
+    for i, v in enumerate(values):  # too few runs for an interval: their range, said so
+        if len(v) < MIN_SEEDS:
+            ci[i] = v.min(), v.max()
     keys = by.size().index
     return pd.DataFrame({"group": keys.get_level_values("group"),
                          x: [v.mean() for v in xs], "mean": [v.mean() for v in values],
                          "lo": ci[:, 0], "hi": ci[:, 1], "n": [len(v) for v in values]},
                         columns=columns)
+
+
+def band_label(n: int) -> str:
+    """What a curve's band over ``n`` runs is (``curve_table``), for its legend entry."""
+    return f"n={n}" + ("" if n >= MIN_SEEDS else ", band: range")
+
+
+BAND_AXIS = f"mean; band: 95% CI, the range below {MIN_SEEDS} runs"
 
 
 # groups a run directory's curve.png draws with their band and legend entry (the default
@@ -116,7 +128,8 @@ def plot_curves(df: pd.DataFrame, path, title: str = "", x: str = "env_steps") -
                 rest.append(np.column_stack([g[x].to_numpy(float), g["mean"].to_numpy(float)]))
                 continue
             more = f", {failed[group]} failed" if group in failed else ""
-            line, = ax.plot(g[x], g["mean"], label=f"{group} (n={g['n'].max()}{more})")
+            line, = ax.plot(g[x], g["mean"], label=f"{group} ({band_label(g['n'].max())}"
+                                                     f"{more})")
             ax.fill_between(g[x], g["lo"], g["hi"], alpha=0.25, color=line.get_color())
             if marks is not None:
                 m = marks[marks["group"] == group]
@@ -139,7 +152,7 @@ def plot_curves(df: pd.DataFrame, path, title: str = "", x: str = "env_steps") -
         ax.plot([], [], label=f"{len(lost) - CURVES_SHOWN} more groups in which every run "
                               f"failed (summary.csv)")
     ax.set_xlabel(x.replace("_", " "))
-    ax.set_ylabel(RETURN_LABELS[source] + " (mean, 95% CI)", fontsize=8)
+    ax.set_ylabel(f"{RETURN_LABELS[source]}\n({BAND_AXIS})", fontsize=8)
     if source == TRAIN_RETURN:
         ax.set_title(f"{title}\nlines: training episodes; markers: held-out evaluations",
                      fontsize=9)
@@ -152,7 +165,8 @@ def plot_curves(df: pd.DataFrame, path, title: str = "", x: str = "env_steps") -
 
 def summarize(root, df: pd.DataFrame | None = None) -> pd.DataFrame:
     """Final return per group over its finished runs (``results.finals``: the mean of the
-    evaluations over the last 5% of training): mean, 95% CI over seeds and per-seed values,
+    evaluations over the last 5% of training): mean, 95% CI over seeds (blank below
+    ``MIN_SEEDS`` seeds, where ``spread`` says the range is shown) and per-seed values,
     next to the number of runs, of failed runs and their failures (run, update, error), so
     an aggregate over fewer runs than were started is never silent. ``df``: the directory's
     ``results.metrics``, where the caller has read them already."""
@@ -172,11 +186,15 @@ def summarize(root, df: pd.DataFrame | None = None) -> pd.DataFrame:
     for (group, n), (lo, hi) in zip(runs.items(), ci):
         at = where.get(group, none)
         fails = failed.get(group, table.iloc[:0])
+        few = len(at) < MIN_SEEDS  # the bootstrap's interval would be about the range
         rows.append({"group": group, "seeds": len(at), "runs": int(n),
                      "failed_runs": len(fails),
                      "env_steps": int(steps[at].max()) if len(at) else 0,
                      "final_eval_return_mean": value[at].mean() if len(at) else np.nan,
-                     "ci95_lo": lo, "ci95_hi": hi,
+                     "ci95_lo": np.nan if few else lo, "ci95_hi": np.nan if few else hi,
+                     "spread": spread_label(len(at)),
+                     "range_lo": value[at].min() if len(at) else np.nan,
+                     "range_hi": value[at].max() if len(at) else np.nan,
                      "evals_averaged": int(k[at].max()) if len(at) else 0,
                      "returns": returns,
                      "per_seed": " ".join(f"{v:.1f}" for v in value[at]),

@@ -197,7 +197,9 @@ def aggregate(final: pd.DataFrame, reps: int = 2000, seed: int = 0) -> tuple[pd.
     """(per group: IQM, mean and median of the scores with 95% stratified-bootstrap CIs,
     the runs' status counts, each task's mean final return; the probability of improvement
     P(X > Y) of every pair of groups with its CI) from ``finals``' finished runs. The
-    ``scores`` column says whether they are normalised (``score_matrices``)."""
+    ``scores`` column says whether they are normalised (``score_matrices``). Below
+    ``MIN_SEEDS`` runs per task a group's CIs (and a pair's) are left blank: ``spread`` says
+    so, and ``range_lo`` / ``range_hi`` hold the lowest and highest run's score."""
     table = run_table(final)
     done = final[final["status"] != "failed"]  # unfinished runs are in only when asked for
     mats, used, note = score_matrices(done)
@@ -215,13 +217,21 @@ def aggregate(final: pd.DataFrame, reps: int = 2000, seed: int = 0) -> tuple[pd.
             c = count_rows.get(group, counts.iloc[:0])
             row.update({s: int(c[s].sum()) for s in STATUSES})
         g = done_rows.get(group, done.iloc[:0])
-        row["runs_used"] = int(mats[group].shape[0]) if group in mats else 0
+        n = int(mats[group].shape[0]) if group in mats else 0
+        row["runs_used"] = n
         row["scores"] = note if group in mats or not used else \
             "not aggregated (no finished runs on every task)"
+        # below MIN_SEEDS runs per task the bootstrap's interval is about the runs' range:
+        # no interval, the range instead, said so
+        interval = n >= MIN_SEEDS
         for j, name in enumerate(fns):
             row[name] = point[group][j] if group in mats else np.nan
-            row[f"{name}_ci95_lo"] = ci[group][0, j] if group in mats else np.nan
-            row[f"{name}_ci95_hi"] = ci[group][1, j] if group in mats else np.nan
+            row[f"{name}_ci95_lo"] = ci[group][0, j] if interval else np.nan
+            row[f"{name}_ci95_hi"] = ci[group][1, j] if interval else np.nan
+        row["spread"] = (spread_label(n) if group in mats else "") + (
+            " per task" if len(used) > 1 and group in mats else "")
+        row["range_lo"] = float(mats[group].min()) if group in mats else np.nan
+        row["range_hi"] = float(mats[group].max()) if group in mats else np.nan
         for env, ge in g.groupby("env"):
             row[f"final_return_mean[{env}]"] = ge["final"].mean()
         rows.append(row)
@@ -235,10 +245,32 @@ def aggregate(final: pd.DataFrame, reps: int = 2000, seed: int = 0) -> tuple[pd.
     if pairs:
         p_point, p_ci = interval_estimates(pairs, improvement_probabilities, reps=reps,
                                            seed=seed)
+        few = {k: min(len(x), len(y)) < MIN_SEEDS for k, (x, y) in pairs.items()}
         prob = pd.DataFrame([{"comparison": k, "probability_of_improvement": float(p_point[k]),
-                              "ci95_lo": float(np.ravel(p_ci[k])[0]),
-                              "ci95_hi": float(np.ravel(p_ci[k])[1])} for k in pairs])
+                              "ci95_lo": np.nan if few[k] else float(np.ravel(p_ci[k])[0]),
+                              "ci95_hi": np.nan if few[k] else float(np.ravel(p_ci[k])[1]),
+                              "runs": min(len(pairs[k][0]), len(pairs[k][1]))}
+                             for k in pairs])
     return agg, prob
+
+
+def spread_cell(row, name: str = "iqm", digits: int = 3) -> str:
+    """An ``aggregate`` row's estimator ``name`` with its spread, as a table shows it:
+    "value [lo, hi]" with its 95% CI, or "value [range lo, hi]" (the lowest and highest run's
+    score) where the group has too few runs for an interval (``MIN_SEEDS``)."""
+    f = lambda v: f"{v:.{digits}f}"
+    if pd.notna(row[f"{name}_ci95_lo"]):
+        return f"{f(row[name])} [{f(row[f'{name}_ci95_lo'])}, {f(row[f'{name}_ci95_hi'])}]"
+    return f"{f(row[name])} [range {f(row['range_lo'])}, {f(row['range_hi'])}]"
+
+
+def improvement_cell(row) -> str:
+    """A ``aggregate`` probability-of-improvement row as a table shows it: "p [lo, hi]", or
+    "p (n runs: no interval)" below ``MIN_SEEDS`` runs."""
+    p = f"{row['probability_of_improvement']:.2f}"
+    if pd.notna(row["ci95_lo"]):
+        return f"{p} [{row['ci95_lo']:.2f}, {row['ci95_hi']:.2f}]"
+    return f"{p} ({int(row['runs'])} runs: no interval)"
 
 
 def failures(table: pd.DataFrame) -> pd.DataFrame:

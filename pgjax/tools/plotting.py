@@ -37,7 +37,7 @@ from pgjax.analysis import results
 from pgjax.core.errors import ConfigError
 from pgjax.core.evaluation import DETERMINISTIC, RETURNS, TRAIN_RETURN
 from pgjax.core.files import save_figure, write_csv
-from pgjax.analysis.plots import legend_below, save_png
+from pgjax.analysis.plots import band_label, legend_below, save_png
 from pgjax.analysis.results import (EVAL_SOURCES, RETURN_LABELS, curve_source, eval_source,
                                     return_points)
 
@@ -77,7 +77,8 @@ def curves(df: pd.DataFrame, x: str, estimator: str, reps: int, seed: int = 0,
            source: str = DETERMINISTIC.return_column) -> pd.DataFrame:
     """Point estimate and 95% stratified-bootstrap CI of the return at every curve point
     (``return_points``: every evaluation, or per chunk the training episodes), per (env,
-    group). x = env_steps or wall_time_s (averaged over runs per point)."""
+    group); below ``MIN_SEEDS`` runs, ``lo`` and ``hi`` are their range. x = env_steps or
+    wall_time_s (averaged over runs per point)."""
     est = results.point_estimates(estimator)
     pts = return_points(df, source, keys=("env", "group", "run"))
     at = pts.groupby(["env", "group", "point"])[x].mean()  # x of each point, over runs
@@ -95,6 +96,8 @@ def curves(df: pd.DataFrame, x: str, estimator: str, reps: int, seed: int = 0,
         scores = table[:, None, keep]  # [runs, 1 task, points]
         # each group's resamples from the seed, as rliable's after np.random.seed(seed)
         est_, ci = results.interval_estimates({group: scores}, est, reps=reps, seed=seed)
+        if len(names) < results.MIN_SEEDS:  # too few for an interval: the runs' range
+            ci = {group: np.stack([table[:, keep].min(0), table[:, keep].max(0)])}
         for i, xv in enumerate(xs):
             rows.append({"env": env, "group": group, x: xv, "estimate": est_[group][i],
                          "lo": ci[group][0, i], "hi": ci[group][1, i], "runs": len(names),
@@ -163,7 +166,8 @@ def plot_returns(df, out: Path, estimator: str, reps: int, source: str = "auto")
             for group, g in table.groupby("group"):
                 more = failed.get((env, group))
                 more = f", {more} failed" if more else ""
-                line, = ax.plot(g[x], g["estimate"], label=f"{group} (n={g['runs'].max()}{more})")
+                line, = ax.plot(g[x], g["estimate"],
+                                label=f"{group} ({band_label(g['runs'].max())}{more})")
                 ax.fill_between(g[x], g["lo"], g["hi"], alpha=0.2, color=line.get_color())
                 if marks is not None:
                     m = marks[x][marks[x]["group"] == group]
@@ -172,8 +176,8 @@ def plot_returns(df, out: Path, estimator: str, reps: int, source: str = "auto")
                     ax.errorbar(m[x].to_numpy(), m["estimate"].to_numpy(), yerr=err,
                                 fmt="o", ms=4, capsize=3, color=line.get_color())
             ax.set_xlabel("env steps" if x == "env_steps" else "wall-clock time (s)")
-            ax.set_ylabel(f"{RETURN_LABELS[src]}\n({estimator.upper()}, 95% stratified "
-                          f"bootstrap CI)", fontsize=8)
+            ax.set_ylabel(f"{RETURN_LABELS[src]}\n({estimator.upper()}; band: 95% stratified "
+                          f"bootstrap CI, the range below {results.MIN_SEEDS} runs)", fontsize=8)
             ax.grid(alpha=0.3)
         fig.suptitle(env if marks is None else
                      f"{env} (lines: training episodes; markers: held-out evaluations)")
