@@ -25,7 +25,9 @@ shows up as a diff and no figure is typed by hand:
 - ``preset-changes`` (experiments/README.md, experiment 14g): the two pendulums under the
   four combinations of the preset's two changes;
 - ``ant-observation`` (experiments/README.md, experiment 14h): Ant-v5 with and without its
-  contact forces in the observation (and their cost), beside Ant-v4.
+  contact forces in the observation (and their cost), beside Ant-v4;
+- ``jaxmarl-table`` (docs/results/jaxmarl.md, experiment 16): HAPPO, MAPPO and IPPO on SMAX
+  and MPE (``experiments/jaxmarl_table.py``).
 """
 from __future__ import annotations
 
@@ -422,6 +424,11 @@ def _dmc_row() -> tuple[str, str]:
                 f"{dt.name(r)} {results.spread_cell(a.loc[r])}" for r in rules))
 
 
+def jaxmarl_table() -> str:
+    """Experiment 16's table (``experiments/jaxmarl_table.py``)."""
+    return _experiment("jaxmarl_table").table()
+
+
 def headline(folder: str = ".") -> str:
     """The headline results, a row each with a link to its page under ``docs/``, relative to
     ``folder``, the folder of the document that shows them (``.`` for README.md,
@@ -452,14 +459,15 @@ BLOCKS = {"headline": headline, "claims": claims,
           "results-headline": functools.partial(headline, folder="docs/results"),
           "quickstart-claims": render, "mujoco-table": mujoco_table, "dmc-table": dmc_table,
           "tianshou-settings": tianshou_settings, "preset-changes": preset_changes,
-          "ant-observation": ant_observation}
+          "ant-observation": ant_observation, "jaxmarl-table": jaxmarl_table}
 HOMES = {"headline": README, "results-headline": DOCS / "results" / "index.md",
          "claims": DOCS / "results" / "claims.md",
          "quickstart-claims": DOCS / "getting-started" / "first-sweep.md",
          "mujoco-table": DOCS / "results" / "mujoco-v5.md",
          "dmc-table": DOCS / "results" / "dmc.md",
          "tianshou-settings": EXPERIMENTS_README, "preset-changes": EXPERIMENTS_README,
-         "ant-observation": EXPERIMENTS_README}
+         "ant-observation": EXPERIMENTS_README,
+         "jaxmarl-table": DOCS / "results" / "jaxmarl.md"}
 
 
 def home(name: str) -> Path:

@@ -8,8 +8,9 @@ Environment ids are ``<family>:<name>``:
 - ``jaxmarl:<id>`` JaxMARL's SMAX (``jaxmarl:SMAX-3m``, against its heuristic enemy) and MPE
   (``jaxmarl:MPE_simple_spread_v3``) multi-agent tasks, see ``pgjax.envs.jaxmarl_env``
   (``pip install 'pgjax[marl]'``)
-- ``gymnax:<EnvId>`` any gymnax environment (``gymnax:CartPole-v1``, ``gymnax:Breakout-MinAtar``),
-  stepped inside the compiled program, see ``pgjax.envs.gymnax_env`` (``pip install 'pgjax[gymnax]'``)
+- ``gymnax:<EnvId>`` any gymnax environment (``gymnax:CartPole-v1``,
+  ``gymnax:Breakout-MinAtar``), stepped inside the compiled program, see
+  ``pgjax.envs.gymnax_env`` (``pip install 'pgjax[gymnax]'``)
 - ``jax:<name>``   small pure-JAX tasks shipped with pgjax (``jax:cartpole``; ``jax:memory``,
   ``jax:memory-<delay>``: a cue-recall memory probe, see ``pgjax.envs.memory_probe``)
 - ``mabrax:<name>`` a Brax body split among cooperating agents, Multi-Agent MuJoCo style

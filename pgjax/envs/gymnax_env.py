@@ -57,9 +57,10 @@ def simulator(name: str):
     ``name``; gymnax's own limit out of reach unless the horizon is part of the task."""
     gx = gymnax()
     if name not in gx.registered_envs:
+        known = ["gymnax:" + i for i in gx.registered_envs]
         raise ConfigError(f"unknown environment 'gymnax:{name}'"
-                          f"{did_you_mean('gymnax:' + name, ['gymnax:' + i for i in gx.registered_envs], n=1)}"
-                          f"; use one of gymnax.registered_envs (e.g. gymnax:CartPole-v1, "
+                          f"{did_you_mean('gymnax:' + name, known, n=1)}; use one of "
+                          f"gymnax.registered_envs (e.g. gymnax:CartPole-v1, "
                           f"gymnax:Breakout-MinAtar)")
     env, params = gx.make(name)
     limit = int(params.max_steps_in_episode)
