@@ -10,8 +10,9 @@ Per task and rule, from the runs' stochastic evaluations: each seed's final (the
 evaluations over the last 5% of training, ``pgjax.analysis.results.finals``), the mean over seeds with
 a 95% bootstrap CI, and the seeds' finals. Under the table: per rule, the IQM of the
 reference-normalised finals over the tasks (``(final - random) / (1000 - random)``, the random
-policy's return from ``pgjax.analysis.references``) with its 95% stratified-bootstrap CI, and the
-probability of improvement of each pair of rules (``pgjax.analysis.results.aggregate``).
+policy's return from ``pgjax.analysis.references``) with its 95% stratified-bootstrap CI (the
+range below ``MIN_SEEDS`` seeds per task), and the probability of improvement of each pair of
+rules (``pgjax.analysis.results.aggregate``).
 
 Writes ``table.csv`` (one row per task and rule) and ``table.md`` (the table of docs/results/dmc.md).
 """
@@ -109,12 +110,15 @@ def markdown(t: pd.DataFrame, agg: pd.DataFrame, prob: pd.DataFrame) -> str:
             f"{k[0]}-{k[-1]} evaluations")
     interval = ("95% bootstrap CI" if lo >= MIN_SEEDS else
                 f"the range of the {seeds} seeds: too few for an interval or a verdict")
+    over = ("with a 95% stratified-bootstrap CI" if lo >= MIN_SEEDS else
+            f"[the range of every task's and seed's normalised final: no interval below "
+            f"{MIN_SEEDS} seeds per task]")
     lines += ["", f"{seeds} seeds per cell, {int(t['env_steps'].max()):,} env steps each; "
                   f"final = each seed's mean evaluation over the last 5% of training (here "
                   f"{held} per run) ({label}), mean over seeds [{interval}]. Normalised: "
                   f"(final − "
                   f"random policy) / (1,000 − random policy) with pgjax.analysis.references' random "
-                  f"returns{extra}; IQM over tasks × seeds with a 95% stratified-bootstrap CI. "
+                  f"returns{extra}; IQM over tasks × seeds {over}. "
                   f"Probability of improvement (task by task, over seeds): "
                   f"{probs or 'no pair of rules to compare'}."]
     return "\n".join(lines) + "\n"

@@ -15,9 +15,9 @@ from pgjax.tools.plotting import aggregate_tables, load, plot_main
 from pgjax.analysis.results import run_metrics
 
 
-def fake_run_dir(root, algo, env, finals):
+def fake_run_dir(root, algo, env, finals, first_seed: int = 0):
     runs = []
-    for seed, final in enumerate(finals):
+    for seed, final in enumerate(finals, first_seed):
         rid = f"seed{seed}"
         d = root / "runs" / rid
         d.mkdir(parents=True)
@@ -126,6 +126,22 @@ def test_a_three_seed_table_shows_the_range_and_never_calls_it_a_ci(tmp_path):
     curve = curve_table(results.return_points(df, "eval_return"))
     last = curve[curve["group"] == "ppo"].iloc[-1]
     assert (last["lo"], last["hi"], last["n"]) == (100.0, 300.0, 3)
+
+
+def test_more_seeds_of_one_configuration_pool_and_repeated_seeds_do_not(tmp_path):
+    """A directory of the same configuration on other seeds (a sweep of more seeds) adds its
+    runs to the group; one that repeats a seed is told apart by its directory, so no run is
+    counted twice."""
+    from pgjax.analysis import results
+
+    fake_run_dir(tmp_path / "first", "ppo", "brax:x", [100.0, 200.0, 300.0])
+    fake_run_dir(tmp_path / "more", "ppo", "brax:x", [400.0, 500.0], first_seed=3)
+    final = results.finals(load([tmp_path]))
+    assert sorted(final["group"].unique()) == ["ppo"] and len(final) == 5
+    fake_run_dir(tmp_path / "again", "ppo", "brax:x", [600.0], first_seed=4)
+    final = results.finals(load([tmp_path]))
+    assert len(final) == 6 and final["group"].nunique() == 3
+    assert all("dir=" in g for g in final["group"].unique())
 
 
 def test_plot_command_writes_figures_and_tables(sweep, capsys):

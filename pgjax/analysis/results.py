@@ -75,11 +75,12 @@ def curve_source(df: pd.DataFrame) -> str:
 
 def return_points(df: pd.DataFrame, source: str, keys=("group", "run")) -> pd.DataFrame:
     """One row per run and curve point: ``keys``, point (0, 1, ... per run), env_steps,
-    wall_time_s and the return (``value``). An evaluation column: every evaluation.
+    wall_time_s and the return (``value``). An evaluation column (a return, or a success
+    rate such as ``eval_success``): every evaluation.
     ``train_return``: per chunk, the mean return of the training episodes that ended in it
     (episode-weighted over its updates), carried forward through chunks where none ended."""
     keys = list(keys)
-    if source in EVAL_SOURCES:
+    if source != TRAIN_RETURN:
         ev = df[df[source].notna()]
         out = ev[keys + ["env_steps", "wall_time_s", source]].rename(
             columns={source: "value"}).copy()

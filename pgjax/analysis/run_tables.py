@@ -166,15 +166,41 @@ def _tell_apart(table: pd.DataFrame, options: dict) -> None:
     the options in which the directories differ and which its components read; labelled
     directories keep their label (told apart by directory only where labels coincide). A
     new name that meets another directory's group is told apart in the next round."""
+    pooled = set()
     for round_ in range(4):
         dirs = table.groupby(["env", "group"])["dir"].nunique()
-        names = set(dirs.index[dirs > 1])  # only these groups' rows are split up
+        names = set(dirs.index[dirs > 1]) - pooled  # only these groups' rows are split up
         if not names:
             return
         keys = pd.MultiIndex.from_frame(table[["env", "group"]]).isin(list(names))
         shared = list(table[keys].groupby(["env", "group"]))
         for (env, group), sub in shared:
+            if _same_configuration(options, sub):
+                pooled.add((env, group))
+                continue
             _rename(table, options, env, group, sub, by_dir=round_ == 3)
+
+
+def _differing(options: dict, sub: pd.DataFrame) -> dict:
+    """{option: the directories that record it and read it} for the options in which the
+    directories of ``sub`` differ."""
+    dirs = sorted(sub["dir"].unique())
+    used = {d: sub.loc[sub["dir"] == d, "used"].iloc[0] for d in dirs}
+    keys = sorted({k for d in dirs for k in options[d]})
+    readers = {k: [d for d in dirs if _matters(k, used[d]) and k in options[d]] for k in keys}
+    return {k: readers[k] for k in keys
+            if len({json.dumps(options[d][k], sort_keys=True, default=str)
+                    for d in readers[k]}) > 1}
+
+
+def _same_configuration(options: dict, sub: pd.DataFrame) -> bool:
+    """Whether the directories sharing a group name are one configuration run on other
+    seeds (a sweep of more seeds): no option they read differs, none has a label the other
+    lacks, and no run (seed and grid point) is in two of them. Their runs then form one
+    group; a run repeated would be counted twice, so such directories are told apart."""
+    if sub["labelled"].nunique() > 1 or _differing(options, sub):
+        return False
+    return bool((sub.groupby("id")["dir"].nunique() == 1).all())
 
 
 def _rename(table, options, env, group, sub, by_dir: bool) -> None:
@@ -183,16 +209,12 @@ def _rename(table, options, env, group, sub, by_dir: bool) -> None:
     and their components read it; ``by_dir`` (or nothing that matters differs): the
     directory names too."""
     dirs = sorted(sub["dir"].unique())
-    used = {d: sub.loc[sub["dir"] == d, "used"].iloc[0] for d in dirs}
     labels = {d: "" for d in dirs}
     if not sub["labelled"].all():
-        keys = sorted({k for d in dirs for k in options[d]})
-        readers = {k: [d for d in dirs if _matters(k, used[d]) and k in options[d]]
-                   for k in keys}
-        differ = [k for k in keys if len({json.dumps(options[d][k], sort_keys=True,
-                                                     default=str) for d in readers[k]}) > 1]
+        differ = _differing(options, sub)
         labels = {d: ", ".join(f"{k.split('.')[-1]}={_fmt(options[d][k])}"
-                               for k in differ if d in readers[k]) for d in dirs}
+                               for k, readers in differ.items() if d in readers)
+                  for d in dirs}
     if by_dir or len(set(labels.values())) < len(dirs):
         labels = {d: labels[d] + (", " if labels[d] else "") + f"dir={d}" for d in dirs}
     for d in dirs:
