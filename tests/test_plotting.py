@@ -144,6 +144,26 @@ def test_more_seeds_of_one_configuration_pool_and_repeated_seeds_do_not(tmp_path
     assert all("dir=" in g for g in final["group"].unique())
 
 
+def test_success_rates_plot_and_aggregate_like_returns(tmp_path, capsys):
+    """``--returns success``: the fraction of evaluation episodes won, drawn and aggregated
+    as a return is (SMAX's won battles)."""
+    for name, won in (("a", [0.2, 0.4, 0.6, 0.8, 1.0]), ("b", [0.0, 0.1, 0.2, 0.3, 0.4])):
+        fake_run_dir(tmp_path / name, "happo" if name == "a" else "mappo", "jaxmarl:SMAX-3m",
+                     [1.0] * 5)
+        for seed, w in enumerate(won):
+            f = tmp_path / name / "runs" / f"seed{seed}" / "metrics.csv"
+            df = pd.read_csv(f)
+            df["eval_success"] = np.where(df["eval_return"].notna(), w, np.nan)
+            df.to_csv(f, index=False)
+    out = tmp_path / "plots"
+    assert plot_main([str(tmp_path / "a"), str(tmp_path / "b"), "--returns", "success",
+                      "--out", str(out)]) == 0
+    assert (out / "returns_success_jaxmarl-SMAX-3m.png").exists()
+    agg = pd.read_csv(out / "aggregate_success.csv").set_index("group")
+    np.testing.assert_allclose(agg.loc["happo", "mean"], 0.6)
+    assert agg.loc["happo", "returns"] == "held-out success rate (deterministic policy)"
+
+
 def test_plot_command_writes_figures_and_tables(sweep, capsys):
     root, _, _ = sweep
     assert plot_main([str(root), "--reps", "100"]) == 0

@@ -59,9 +59,13 @@ TRAIN_LABEL = "training-episode return (stochastic policy)"
 # the evaluation columns a table's final return prefers, first choice first
 EVAL_SOURCES = (STOCHASTIC.return_column, DETERMINISTIC.return_column)
 RETURN_LABELS = {**{m.return_column: m.label for m in (STOCHASTIC, DETERMINISTIC)},
+                 **{m.success_column: f"held-out success rate ({m.policy} policy)"
+                    for m in (STOCHASTIC, DETERMINISTIC)},
                  TRAIN_RETURN: TRAIN_LABEL}
-# pgjax plot --returns: the column each choice shows
+# pgjax plot --returns: the column each choice shows (success: the fraction of evaluation
+# episodes that succeeded, where the environment reports it, e.g. SMAX's won battles)
 RETURNS = {"auto": "auto", **{m.flag: m.return_column for m in MODES.values()},
+           **{m.flag.replace("eval", "success"): m.success_column for m in MODES.values()},
            "train": TRAIN_RETURN}
 
 
