@@ -49,6 +49,11 @@ def test_terminations_stay_terminations():
     deep = make_env("gymnax:DeepSea-bsuite", 1)
     ts = _run(deep, jnp.array([1]), deep.spec.max_episode_steps)
     assert ts[-1].terminated[0] and not ts[-1].truncated[0]
+    # DiscountingChain observes time / horizon: reaching the horizon is a termination
+    chain = make_env("gymnax:DiscountingChain-bsuite", 1)
+    ts = _run(chain, jnp.array([0]), chain.spec.max_episode_steps)
+    assert not any(bool(t.done[0]) for t in ts[:-1])
+    assert ts[-1].terminated[0] and not ts[-1].truncated[0]
 
 
 def test_steps_agree_with_gymnax():

@@ -138,8 +138,17 @@ def test_more_seeds_of_one_configuration_pool_and_repeated_seeds_do_not(tmp_path
     fake_run_dir(tmp_path / "more", "ppo", "brax:x", [400.0, 500.0], first_seed=3)
     final = results.finals(load([tmp_path]))
     assert sorted(final["group"].unique()) == ["ppo"] and len(final) == 5
-    fake_run_dir(tmp_path / "again", "ppo", "brax:x", [600.0], first_seed=4)
+    # a third directory of another configuration leaves the two pooled, and is named by
+    # what differs
+    fake_run_dir(tmp_path / "other", "ppo", "brax:x", [700.0], first_seed=5)
+    for name, lr in (("first", 3e-4), ("more", 3e-4), ("other", 1e-3)):
+        _with_config(tmp_path / name, ppo={"lr": lr})
     final = results.finals(load([tmp_path]))
+    assert sorted(final.groupby("group").size().items()) == [("ppo (lr=0.0003)", 5),
+                                                            ("ppo (lr=0.001)", 1)]
+    fake_run_dir(tmp_path / "again", "ppo", "brax:x", [600.0], first_seed=4)
+    _with_config(tmp_path / "again", ppo={"lr": 3e-4})
+    final = results.finals(load([tmp_path / "first", tmp_path / "more", tmp_path / "again"]))
     assert len(final) == 6 and final["group"].nunique() == 3
     assert all("dir=" in g for g in final["group"].unique())
 

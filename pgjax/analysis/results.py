@@ -260,6 +260,8 @@ def spread_cell(row, name: str = "iqm", digits: int = 3) -> str:
     "value [lo, hi]" with its 95% CI, or "value [range lo, hi]" (the lowest and highest run's
     score) where the group has too few runs for an interval (``MIN_SEEDS``)."""
     f = lambda v: f"{v:.{digits}f}"
+    if pd.isna(row[name]):  # no finished runs on every task
+        return "—"
     if pd.notna(row[f"{name}_ci95_lo"]):
         return f"{f(row[name])} [{f(row[f'{name}_ci95_lo'])}, {f(row[f'{name}_ci95_hi'])}]"
     return f"{f(row[name])} [range {f(row['range_lo'])}, {f(row['range_hi'])}]"

@@ -125,6 +125,9 @@ def runs(paths, include_unfinished: bool = False, command: str = "results") -> p
         opts, used, every = _read_config(c)
         varied = {k for k, v in record.get("grid", {}).items() if len(v) > 1}
         options[name] = {k: v for k, v in opts.items() if k not in varied}  # named per run
+        # a one-value --grid entry trained every run with that value, not the config's
+        options[name].update({k: v[0] for k, v in record.get("grid", {}).items()
+                              if len(v) == 1})
         label = c.get("label") or ""
         base = fill_label(label, every) if label else c["algo"]
         for r in record["runs"]:
@@ -215,9 +218,15 @@ def _rename(table, options, env, group, sub, by_dir: bool) -> None:
         labels = {d: ", ".join(f"{k.split('.')[-1]}={_fmt(options[d][k])}"
                                for k, readers in differ.items() if d in readers)
                   for d in dirs}
-    if by_dir or len(set(labels.values())) < len(dirs):
-        labels = {d: labels[d] + (", " if labels[d] else "") + f"dir={d}" for d in dirs}
+    for label in set(labels.values()):  # directories that would still share a name
+        same = [d for d in dirs if labels[d] == label]
+        if len(same) == 1 or (not by_dir and _same_configuration(
+                options, sub[sub["dir"].isin(same)])):
+            continue  # alone, or one configuration on other runs: pooled in the next round
+        labels.update({d: label + (", " if label else "") + f"dir={d}" for d in same})
     for d in dirs:
+        if not labels[d]:  # pooled with others under the name it has
+            continue
         mask = (table["env"] == env) & (table["group"] == group) & (table["dir"] == d)
         table.loc[mask, "group"] = f"{group} ({labels[d]})" if not group.endswith(")") \
             else group[:-1] + f", {labels[d]})"

@@ -3,11 +3,12 @@
 bsuite and misc tasks, stepped inside the compiled program.
 
 Each step is gymnax 1.0's ``step_env`` (no auto-reset: pgjax adds its own from a reset
-pool) with the environment's default parameters. gymnax folds its time limit
-(``max_steps_in_episode``) into ``done``; pgjax keeps it apart: the simulator runs with that
-limit out of reach, and pgjax truncates at the same step (``--episode-length`` changes it),
-so a cut episode bootstraps. The exceptions are tasks whose observation shows the time or
-whose horizon is the task (``HORIZON_IS_TASK``): there the end stays gymnax's termination.
+pool) with the environment's default parameters. Its ``done`` is the task's own end;
+gymnax's time limit (``max_steps_in_episode``, which gymnax's ``step`` applies through
+``is_truncated``) is pgjax's, a truncation at the same step (``--episode-length`` changes
+it), so a cut episode bootstraps. The exceptions are tasks whose observation shows the time
+or whose horizon is the task (``HORIZON_IS_TASK``): there reaching the limit ends the episode
+as a termination.
 Observations are flattened to float vectors (MinAtar's 10x10xC grids included), as the
 feedforward policies read them.
 """
@@ -22,7 +23,6 @@ from pgjax.envs.core import ActionSpace, EnvSpec
 from pgjax.envs.functional import VectorEnv
 
 INSTALL = "pip install 'pgjax[gymnax]'"
-OUT_OF_REACH = 2 ** 30  # the simulator's own step limit: pgjax truncates long before
 # the time or the horizon is part of what the agent sees or of the task's definition: the
 # end at max_steps_in_episode is a termination (DeepSea's episode is its depth; the bandits
 # and MetaMaze observe the time; DiscountingChain observes time / horizon)
@@ -53,8 +53,7 @@ def gymnax():
 
 
 def simulator(name: str):
-    """(gymnax environment, the parameters it steps with, pgjax's time limit) for
-    ``name``; gymnax's own limit out of reach unless the horizon is part of the task."""
+    """(gymnax environment, its default parameters, its time limit) for ``name``."""
     gx = gymnax()
     if name not in gx.registered_envs:
         known = ["gymnax:" + i for i in gx.registered_envs]
@@ -63,10 +62,7 @@ def simulator(name: str):
                           f"gymnax.registered_envs (e.g. gymnax:CartPole-v1, "
                           f"gymnax:Breakout-MinAtar)")
     env, params = gx.make(name)
-    limit = int(params.max_steps_in_episode)
-    if name not in HORIZON_IS_TASK:
-        params = params.replace(max_steps_in_episode=OUT_OF_REACH)
-    return env, params, limit
+    return env, params, int(params.max_steps_in_episode)
 
 
 def action_space(name: str, space) -> ActionSpace:
@@ -89,6 +85,7 @@ def make_gymnax_env(name: str, num_envs: int, episode_length: int | None = None)
     action = action_space(name, env.action_space(params))
     obs_size = int(np.prod(env.observation_space(params).shape))
     box = action.kind == "box"
+    horizon = name in HORIZON_IS_TASK
 
     def reset1(key):
         k_env, k_next = jax.random.split(key)
@@ -100,6 +97,8 @@ def make_gymnax_env(name: str, num_envs: int, episode_length: int | None = None)
         key, k_step = jax.random.split(key)
         obs, st, reward, done, _ = env.step_env(k_step, st, a if box else a.astype(jnp.int32),
                                                 params)
+        if horizon:  # the limit is part of the task: its end is a termination
+            done = done | env.is_truncated(st, params)
         return ((st, key), jnp.asarray(obs, jnp.float32).reshape(-1),
                 jnp.asarray(reward, jnp.float32).reshape(()), jnp.asarray(done).reshape(()))
 

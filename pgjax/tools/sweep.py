@@ -356,6 +356,9 @@ class Sweep:
             return
         record["config"]["label"] = cfg.label
         atomic_write_json(path, record, within=self.root / name)
+        from pgjax.analysis.plots import summarize
+
+        summarize(self.root / name)  # summary.csv names the groups by the label too
         log(f"  {name}: label set to {cfg.label!r} (nothing retrained)")
 
     def _finished_otherwise(self, name: str, cfg) -> str | None:
