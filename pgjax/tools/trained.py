@@ -176,7 +176,9 @@ def group_table(table: pd.DataFrame) -> pd.DataFrame:
         lo, hi = bootstrap_ci(g["return_mean"].to_numpy())
         rows.append({"group": group, "runs": len(g), "episodes_per_run": int(g["episodes"].max()),
                      "return_mean": float(g["return_mean"].mean()), "ci95_lo": lo,
-                     "ci95_hi": hi})
+                     "ci95_hi": hi,
+                     **({"success_rate": float(g["success_rate"].mean())}
+                        if "success_rate" in g else {})})
     return pd.DataFrame(rows)
 
 
