@@ -31,7 +31,7 @@ from pgjax.core.errors import ConfigError
 from pgjax.core.evaluation import STOCHASTIC
 from pgjax.core.files import write_csv
 from pgjax.analysis import results
-from pgjax.analysis.results import bootstrap_ci
+from pgjax.analysis.results import MIN_SEEDS, bootstrap_ci, spread_label
 from pgjax.loop.records import load_params
 from pgjax.core.rundir import is_finished, read_json, readable, run_status
 from pgjax.loop.runner import VmappedRuns, eval_keys_at, run_keys, stack_hparams
@@ -170,13 +170,15 @@ def evaluate(path, episodes: int = 16, seed: int = 0, stochastic: bool = False,
 
 def group_table(table: pd.DataFrame) -> pd.DataFrame:
     """Per group: the mean over runs of their mean returns, with a 95% bootstrap CI over
-    runs."""
+    runs (blank below ``MIN_SEEDS`` runs, whose range ``spread`` names instead)."""
     rows = []
     for group, g in table.groupby("group"):
-        lo, hi = bootstrap_ci(g["return_mean"].to_numpy())
+        x = g["return_mean"].to_numpy()
+        lo, hi = bootstrap_ci(x) if len(x) >= MIN_SEEDS else (np.nan, np.nan)
         rows.append({"group": group, "runs": len(g), "episodes_per_run": int(g["episodes"].max()),
-                     "return_mean": float(g["return_mean"].mean()), "ci95_lo": lo,
-                     "ci95_hi": hi,
+                     "return_mean": float(x.mean()), "ci95_lo": lo, "ci95_hi": hi,
+                     "spread": spread_label(len(x)), "range_lo": float(x.min()),
+                     "range_hi": float(x.max()),
                      **({"success_rate": float(g["success_rate"].mean())}
                         if "success_rate" in g else {})})
     return pd.DataFrame(rows)
