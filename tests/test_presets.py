@@ -18,7 +18,8 @@ ENVS = {"cleanrl": "gym:HalfCheetah-v5", "spo-paper": "gym:Hopper-v5",
         "happo-paper": "mabrax:halfcheetah_2x3", "brax": "brax:halfcheetah",
         "fixpo-paper-ppo": "gym:Hopper-v5", "s2pg-paper-memoryless": "brax:halfcheetah",
         "s2pg-paper-bptt": "brax:hopper", "playground-dmc": "playground:CheetahRun",
-        "mujoco": "gym:Ant-v5", "happo-paper-mappo": "mabrax:halfcheetah_2x3"}
+        "mujoco": "gym:Ant-v5", "happo-paper-mappo": "mabrax:halfcheetah_2x3",
+        "jaxmarl-mappo": "jaxmarl:SMAX-3m"}
 
 
 def _value(cfg: TrainConfig, key: str):
@@ -33,6 +34,17 @@ def test_every_preset_resolves_validates_and_is_recorded(name):
     assert cfg.preset == name and cfg.to_dict()["preset"] == name
     for key, value in resolve(name, ENVS[name]).items():
         assert _value(cfg, key) == (tuple(value) if isinstance(value, list) else value), key
+
+
+def test_jaxmarl_mappo_holds_jaxmarls_smax_and_mpe_values():
+    # FLAIROx/JaxMARL @ c793d09, baselines/MAPPO/config/mappo_homogenous_rnn_{smax,mpe}.yaml
+    smax = TrainConfig.from_preset("jaxmarl-mappo", env="jaxmarl:SMAX-2s3z")
+    assert (smax.num_envs, smax.rollout_len, smax.ppo.lr, smax.ppo.ent_coef,
+            smax.ppo.max_grad_norm, smax.net.activation) == (128, 128, 2e-3, 0.0, 0.25, "relu")
+    assert smax.agents.share_actor and smax.algo == "mappo"
+    mpe = TrainConfig.from_preset("jaxmarl-mappo", env="jaxmarl:MPE_simple_spread_v3")
+    assert (mpe.num_envs, mpe.ppo.ent_coef, mpe.ppo.max_grad_norm, mpe.net.activation) == (
+        16, 0.01, 0.5, "tanh")
 
 
 def test_presets_hold_the_sources_values():

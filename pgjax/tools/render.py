@@ -26,16 +26,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import jax
 import numpy as np
 
 from pgjax.envs import family_of
 from pgjax.core.errors import ConfigError
 from pgjax.core.registry import ENV_FAMILIES
+from pgjax.tools.episodes import MAX_FPS, acting, episode, frame_stride
 from pgjax.tools.trained import TrainedPolicy, add_plugin_options, load_policy
 
 FORMATS = (".mp4", ".gif", ".html")
-MAX_FPS = 30  # Brax tasks step at 25-125 Hz: faster ones are subsampled to real time
 WIDTH, HEIGHT = 480, 360  # the default video size
 ELEVATION = -20.0  # degrees: the camera a little above the body (Gymnasium's locomotion view)
 FILL = 0.5  # the body's larger side as a fraction of the frame
@@ -219,58 +218,11 @@ def system_frames(sys_, states, width: int, height: int) -> list:
     return frames
 
 
-def frame_stride(dt: float, fps: int | None) -> tuple[int, int]:
-    """(k, frames per second): a video of every k-th state of a task stepped every ``dt``
-    seconds, in real time at no more than ``MAX_FPS``; with ``fps`` given, every state at
-    that rate."""
-    import math
-
-    if fps:
-        return 1, fps
-    k = max(1, math.ceil(1.0 / (dt * MAX_FPS) - 1e-6))
-    return k, round(1.0 / (dt * k))
-
-
-def _actions(policy: TrainedPolicy, stochastic: bool, seed: int):
-    """A function obs [1, ...] -> task action [1, ...], carrying the policy's memory."""
-    key, carry = jax.random.PRNGKey(seed), [None]
-
-    def act(obs, t):
-        if stochastic:
-            action, carry[0] = policy.act(obs, jax.random.fold_in(key, t), carry[0])
-        else:
-            action, carry[0] = policy.mode(obs, carry[0])
-        return action
-    return act
-
-
-def _episode(policy: TrainedPolicy, options, sim, seed: int, stochastic: bool,
-             max_steps: int | None):
-    """One episode of the run's task stepped as in training (one environment): (the env,
-    ``sim(state)`` of every state until the episode ends, its return)."""
-    from pgjax.envs import make_env
-
-    cfg = policy.cfg
-    env = make_env(cfg.env, 1, cfg.episode_length, options, observe=cfg.observe)
-    reset, step = jax.jit(env.reset), jax.jit(env.step)
-    state, obs = reset(jax.random.PRNGKey(seed))
-    first = lambda s: jax.tree.map(lambda x: np.asarray(x[0]), sim(s))
-    states, total, act = [first(state)], 0.0, _actions(policy, stochastic, seed)
-    for t in range(max_steps or env.spec.max_episode_steps):
-        state, ts = step(state, act(obs, t))
-        total += float(ts.reward[0])
-        if bool(ts.done[0]):
-            break  # the next state is a new episode's first
-        states.append(first(state))
-        obs = ts.obs
-    return env, states, total
-
-
 def brax_episode(policy: TrainedPolicy, seed: int = 0, stochastic: bool = False,
                  max_steps: int | None = None):
     """(brax System, seconds per step, the simulator state at every step of one episode, its
     return)."""
-    env, states, total = _episode(policy, policy.cfg.brax, lambda s: s.sim.pipeline_state,
+    env, states, total = episode(policy, policy.cfg.brax, lambda s: s.sim.pipeline_state,
                                   seed, stochastic, max_steps)
     sys_, dt = _brax_sys(env)
     return sys_, dt, states, total
@@ -287,7 +239,7 @@ def trajectory_episode(policy: TrainedPolicy, width: int, height: int, seed: int
 
     cfg = policy.cfg
     raw, _ = load(cfg.env.partition(":")[2], cfg.playground.impl)
-    _, states, total = _episode(policy, cfg.playground, lambda s: s.sim, seed, stochastic,
+    _, states, total = episode(policy, cfg.playground, lambda s: s.sim, seed, stochastic,
                                 max_steps)
     stride, fps = frame_stride(raw.dt * cfg.playground.action_repeat, fps)
     return trajectory_frames(raw, states[::stride], width, height), total, fps
@@ -381,7 +333,7 @@ def gym_episode(policy: TrainedPolicy, width: int, height: int, seed: int = 0,
     dt = getattr(env.unwrapped, "dt", None)
     stride, fps = frame_stride(dt, fps) if dt else (1, fps or MAX_FPS)
     draw = _gym_draw(env)
-    frames, total, act = [draw()], 0.0, _actions(policy, stochastic, seed)
+    frames, total, act = [draw()], 0.0, acting(policy, stochastic, seed)
     box = isinstance(env.action_space, gymnasium.spaces.Box)
     try:
         for t in range(max_steps or 10**9):

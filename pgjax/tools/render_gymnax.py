@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pgjax.tools.render import MAX_FPS, _episode
+from pgjax.tools.episodes import MAX_FPS, episode
 from pgjax.tools.trained import TrainedPolicy
 
 
@@ -25,7 +25,7 @@ def gymnax_episode(policy: TrainedPolicy, width: int, height: int, seed: int = 0
     name = policy.cfg.env.partition(":")[2]
     drawable(name)
     raw, params, _ = simulator(name)
-    _, states, total = _episode(policy, None, lambda s: s.sim[0], seed, stochastic, max_steps)
+    _, states, total = episode(policy, None, lambda s: s.sim[0], seed, stochastic, max_steps)
     vis = Visualizer(raw, params, states)
     vis.fig.set_dpi(100)
     vis.fig.set_size_inches(width / 100, height / 100)
