@@ -295,7 +295,8 @@ CLAIMS = [
      "pair": ("fixpo", "ppo"), "kl": "fixpo", "verdicts": (("fixpo", "ppo", 0.1),)},
     {"what": "S2PG against memoryless PPO and BPTT (Al-Hafez et al., ICLR 2024), "
              "velocity-hidden Brax halfcheetah, each at its authors' settings",
-     "dirs": ("protocol_s2pg_stateful", "protocol_s2pg_memoryless", "protocol_s2pg_bptt"),
+     "dirs": ("protocol_s2pg_stateful", "protocol_s2pg_memoryless", "protocol_s2pg_bptt",
+              "protocol_s2pg_bptt_seeds_3_4"),
      "names": {"S2PG": "S2PG", "memoryless PPO": "memoryless PPO", "BPTT": "BPTT"},
      "verdicts": (("S2PG", "memoryless PPO", None), ("S2PG", "BPTT", None))},
     {"what": "HAPPO against MAPPO with one shared actor (HARL's baseline) and with separate "
