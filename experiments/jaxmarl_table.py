@@ -56,6 +56,30 @@ def _verdict(a, b, digits: int) -> str:
     return f"**{v.outcome}** ({v.difference:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}])"
 
 
+def summary() -> tuple[str, str]:
+    """(what was run, the verdicts of HAPPO against each baseline per task) for the
+    headline tables."""
+    final = finals()
+    done = [env for env in TASKS if len(final) and (final["env"] == env).any()]
+    words = []
+    for base in METHODS[1:]:
+        cells = []
+        for env in done:
+            g = final[final["env"] == env]
+            a = g.loc[g["group"] == "HAPPO", "final"].to_numpy(float)
+            b = g.loc[g["group"] == base, "final"].to_numpy(float)
+            if len(a) and len(b):
+                try:
+                    cells.append(f"{env.split(':')[1]} {verdict(a, b).outcome}")
+                except VerdictError:
+                    cells.append(f"{env.split(':')[1]} no verdict")
+        words.append(f"HAPPO vs {base}: " + (", ".join(cells) if cells else "not run yet"))
+    steps = int(final["env_steps"].max()) if len(final) else 0
+    return (f"HAPPO against MAPPO (shared actor) and IPPO at JaxMARL's MAPPO settings on SMAX "
+            f"(win rate) and MPE simple_spread (return), 5 seeds, {steps / 1e6:.1f}M steps",
+            "; ".join(words))
+
+
 def table() -> str:
     final = finals()
     if not len(final):

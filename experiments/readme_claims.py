@@ -442,7 +442,8 @@ def headline(folder: str = ".") -> str:
     rows += [(*_claim(i), link("The papers' claims", "results/claims.md"))
              for i in range(len(CLAIMS))]
     rows += [(*_mujoco_row(), link("Gymnasium MuJoCo-v5", "results/mujoco-v5.md")),
-             (*_dmc_row(), link("DM Control Suite", "results/dmc.md"))]
+             (*_dmc_row(), link("DM Control Suite", "results/dmc.md")),
+             (*_experiment("jaxmarl_table").summary(), link("JaxMARL", "results/jaxmarl.md"))]
     lines = ["| what was run | result (final return: mean over seeds [95% CI; a group of fewer "
              "than 5 seeds: their range]; verdicts: better, worse, not separated or "
              "equivalent, from Welch intervals of the difference) | details |",
