@@ -29,6 +29,19 @@ from pgjax.envs import BraxOptions
 from pgjax.algos import PPOConfig
 
 
+def timed(chunk, carry, chunks: int, steps_per_chunk: int) -> tuple[float, float]:
+    """(env steps per second over ``chunks`` calls of ``chunk`` after the first, the first
+    call's seconds: its compilation)."""
+    t = time.perf_counter()
+    carry = jax.block_until_ready(chunk(carry))
+    compile_s = time.perf_counter() - t
+    t = time.perf_counter()
+    for _ in range(chunks):
+        carry = chunk(carry)
+    jax.block_until_ready(carry)
+    return steps_per_chunk * chunks / (time.perf_counter() - t), compile_s
+
+
 def raw_stepping(env_id, num_envs, length, iters, chunks, backend=None, options=None,
                  refresh=True):
     """Random actions; the reset pool is refreshed once per ``length`` steps, as in training
@@ -63,14 +76,7 @@ def raw_stepping(env_id, num_envs, length, iters, chunks, backend=None, options=
     # (otherwise the first timed call would compile again)
     state, _ = jax.jit(env.reset)(jax.random.PRNGKey(0))
     carry = (state, jax.random.PRNGKey(1), jnp.float32(0))
-    t = time.perf_counter()
-    carry = jax.block_until_ready(chunk(carry))
-    compile_s = time.perf_counter() - t
-    t = time.perf_counter()
-    for _ in range(chunks):
-        carry = chunk(carry)
-    jax.block_until_ready(carry)
-    return num_envs * length * iters * chunks / (time.perf_counter() - t), compile_s
+    return timed(chunk, carry, chunks, num_envs * length * iters)
 
 
 def native_stepping(env_id, num_envs, length, iters, chunks):
@@ -108,14 +114,7 @@ def native_stepping(env_id, num_envs, length, iters, chunks):
     # JaxMARL's reset leaves Python scalars in its state (weakly typed) where its step
     # returns arrays: given their dtype here, so the timed calls do not compile again
     carry = (strong_types(st), jax.random.PRNGKey(1), jnp.float32(0))
-    t = time.perf_counter()
-    carry = jax.block_until_ready(chunk(carry))
-    compile_s = time.perf_counter() - t
-    t = time.perf_counter()
-    for _ in range(chunks):
-        carry = chunk(carry)
-    jax.block_until_ready(carry)
-    return num_envs * length * iters * chunks / (time.perf_counter() - t), compile_s
+    return timed(chunk, carry, chunks, num_envs * length * iters)
 
 
 def preset_config(env_id, preset, iters, chunks) -> TrainConfig:

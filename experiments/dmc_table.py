@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from pgjax.analysis import results
-from pgjax.analysis.results import MIN_SEEDS, bootstrap_ci, spread_label
+from pgjax.analysis.results import MIN_SEEDS, spread_label
 
 RULES = {"ppo": "PPO", "spo": "SPO", "fixpo": "FixPO"}
 TASK_ORDER = ["CartpoleBalance", "CartpoleSwingup", "PendulumSwingup", "ReacherEasy",
@@ -53,8 +53,7 @@ def table(ev: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     rows = []
     for (env, group), f in final.groupby(["env", "group"]):
         # a 95% CI from MIN_SEEDS seeds on; below that the seeds' range (``spread``)
-        lo, hi = bootstrap_ci(f["final"]) if len(f) >= MIN_SEEDS else (f["final"].min(),
-                                                                        f["final"].max())
+        lo, hi = results.ci_or_range(f["final"])
         rows.append({"task": task_of(env), "env": env, "rule": group, "seeds": len(f),
                      "env_steps": int(f["env_steps"].max()), "final": f["final"].mean(),
                      "final_lo": lo, "final_hi": hi, "spread": spread_label(len(f)),

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from pgjax.analysis import results
-from pgjax.analysis.results import MIN_SEEDS, VerdictError, bootstrap_ci, verdict
+from pgjax.analysis.results import MIN_SEEDS, VerdictError, verdict
 from pgjax.core.evaluation import STOCHASTIC
 
 REPO = Path(__file__).resolve().parent.parent
@@ -42,7 +42,7 @@ def finals() -> pd.DataFrame:
 
 
 def _cell(f, digits: int) -> str:
-    lo, hi = bootstrap_ci(f) if len(f) >= MIN_SEEDS else (f.min(), f.max())
+    lo, hi = results.ci_or_range(f)
     spread = "" if len(f) >= MIN_SEEDS else "range "
     return f"{f.mean():.{digits}f} [{spread}{lo:.{digits}f}, {hi:.{digits}f}]"
 

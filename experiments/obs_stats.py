@@ -29,7 +29,7 @@ from matplotlib.figure import Figure
 
 from pgjax.analysis import results
 from pgjax.analysis.plots import save_png
-from pgjax.analysis.results import MIN_SEEDS, bootstrap_ci, spread_label
+from pgjax.analysis.results import ci_or_range, spread_label
 from pgjax.core.evaluation import DETERMINISTIC
 
 DRIFT = ["kl_mean", "kl_stats_mean", "kl_stats_max", "obs_std_drift", "obs_mean_drift",
@@ -123,12 +123,9 @@ def precursors(df: pd.DataFrame, window: int = 20) -> pd.DataFrame:
 
 def summary(res: pd.DataFrame) -> pd.DataFrame:
     rows = []
-    def spread(x):  # a 95% CI where the seeds allow one, else their range
-        return bootstrap_ci(x) if len(x) >= MIN_SEEDS else (x.min(), x.max())
-
     for (env, var), d in res.groupby(["env", "variant"]):
         f, b = d["final"].to_numpy(), d["best"].to_numpy()
-        (lo, hi), (blo, bhi) = spread(f), spread(b)
+        (lo, hi), (blo, bhi) = ci_or_range(f), ci_or_range(b)
         rows.append({"env": env, "variant": var, "seeds": len(d), "spread": spread_label(len(d)),
                      "final_mean": f.mean(), "final_low": lo, "final_high": hi,
                      "best_mean": b.mean(), "best_low": blo, "best_high": bhi,

@@ -255,6 +255,14 @@ def aggregate(final: pd.DataFrame, reps: int = 2000, seed: int = 0) -> tuple[pd.
     return agg, prob
 
 
+def ci_or_range(x) -> tuple[float, float]:
+    """A group's spread as tables show it: the 95% bootstrap CI of the mean of ``x`` (one
+    value per run) from ``MIN_SEEDS`` runs on, below that its range (``spread_label`` names
+    which)."""
+    x = np.asarray(x, float)
+    return bootstrap_ci(x) if len(x) >= MIN_SEEDS else (float(x.min()), float(x.max()))
+
+
 def spread_cell(row, name: str = "iqm", digits: int = 3) -> str:
     """An ``aggregate`` row's estimator ``name`` with its spread, as a table shows it:
     "value [lo, hi]" with its 95% CI, or "value [range lo, hi]" (the lowest and highest run's
@@ -289,4 +297,4 @@ __all__ = ["EVAL_CURVE_POINTS", "EVAL_SOURCES", "ESTIMATORS", "FINAL_WINDOW", "R
            "find_run_dirs", "improvement_probabilities", "interval_estimates", "load",
            "metrics", "point_estimates", "probability_of_improvement", "return_points",
            "run_metrics", "run_table", "runs", "score_matrices", "status_counts",
-           "MIN_SEEDS", "Verdict", "VerdictError", "spread_label", "verdict", "welch_interval"]
+           "MIN_SEEDS", "Verdict", "VerdictError", "ci_or_range", "spread_label", "verdict", "welch_interval"]
