@@ -88,9 +88,8 @@ def test_rerun_loads_traced_programs_with_identical_records(tmp_path, monkeypatc
     programs = tmp_path / "programs"
     monkeypatch.setattr(vmapped, "program_dir", lambda: programs)
     traced = []
-    chunk_evaluated = Trainer.chunk_evaluated
-    monkeypatch.setattr(Trainer, "chunk_evaluated",
-                        lambda self, *a: traced.append(1) or chunk_evaluated(self, *a))
+    chunk = Trainer.chunk
+    monkeypatch.setattr(Trainer, "chunk", lambda self, *a: traced.append(1) or chunk(self, *a))
     for seeds in (1, 2):
         cfg = TrainConfig(env="jax:cartpole", num_envs=8, rollout_len=16, eval_every=2,
                           eval_envs=4, steps=8 * 16 * 2 * 3, seeds=seeds, evals=2,
@@ -98,7 +97,7 @@ def test_rerun_loads_traced_programs_with_identical_records(tmp_path, monkeypatc
         n, stored = len(traced), set(programs.glob("*.program"))
         run(dataclasses.replace(cfg, name="first"))
         assert len(traced) == n + 1
-        assert len(set(programs.glob("*.program")) - stored) == 2  # init and chunk
+        assert len(set(programs.glob("*.program")) - stored) == 3  # init, chunk, evaluate
         run(dataclasses.replace(cfg, name="again"))
         assert len(traced) == n + 1  # loaded, not traced
         run(dataclasses.replace(cfg, name="other", gae_lambda=0.9))

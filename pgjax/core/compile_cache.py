@@ -170,6 +170,30 @@ def code_digest() -> str:
     return h.hexdigest()
 
 
+def signature(args) -> tuple:
+    """What decides which compiled program a call takes: the arguments' tree structure and
+    each leaf's shape, dtype and weak type (of arrays or ``jax.ShapeDtypeStruct``)."""
+    import jax
+
+    leaves, tree = jax.tree.flatten(args)
+    avals = (x if isinstance(x, jax.ShapeDtypeStruct) else jax.typeof(x) for x in leaves)
+    return tree, tuple((tuple(x.shape), str(x.dtype), bool(getattr(x, "weak_type", False)))
+                       for x in avals)
+
+
+class _FlatLowered:
+    """A lowered program of flat leaves whose ``compile()`` takes and returns trees."""
+
+    def __init__(self, lowered, out_tree):
+        self.lowered, self.out_tree = lowered, out_tree
+
+    def compile(self):
+        import jax
+
+        compiled, out_tree = self.lowered.compile(), self.out_tree
+        return lambda *args: jax.tree.unflatten(out_tree, compiled(*jax.tree.leaves(args)))
+
+
 class StoredProgram:
     """``jax.jit(fn, donate_argnums=...)`` whose traced and lowered program is kept on disk
     (``jax.export``), so a later process with the same ``key``, code and input shapes skips
@@ -185,18 +209,41 @@ class StoredProgram:
         self.donate_argnums = tuple(donate_argnums)
         self._programs = {}  # input signature -> (jitted program, output structure or None)
 
-    def __call__(self, *args):
+    def _for(self, args):
+        """(jitted program, output structure or None for the plain jit, input leaves)."""
         import jax
 
         leaves, tree = jax.tree.flatten(args)
-        signature = (tree, tuple((x.shape, str(x.dtype), bool(getattr(x, "weak_type", False)))
-                                 for x in map(jax.typeof, leaves)))
-        if signature not in self._programs:
-            self._programs[signature] = self._program(args, leaves, tree, signature)
-        program, out_tree = self._programs[signature]
+        sig = signature(args)
+        if sig not in self._programs:
+            self._programs[sig] = self._program(args, leaves, tree, sig)
+        return (*self._programs[sig], leaves)
+
+    def __call__(self, *args):
+        import jax
+
+        program, out_tree, leaves = self._for(args)
         if out_tree is None:  # the plain jit
             return program(*args)
         return jax.tree.unflatten(out_tree, program(*leaves))
+
+    def eval_shape(self, *args):
+        """The outputs' shapes, dtypes and weak types for ``args`` (as ``jax.eval_shape``),
+        from the stored or traced program."""
+        import jax
+
+        program, out_tree, leaves = self._for(args)
+        if out_tree is None:
+            return jax.eval_shape(program, *args)
+        return jax.tree.unflatten(out_tree, jax.eval_shape(program, *leaves))
+
+    def lower(self, *args):
+        """The program for ``args`` (arrays or ``jax.ShapeDtypeStruct``) traced, stored and
+        lowered, as ``jax.jit(...).lower`` gives it: its ``compile()`` is a function of the
+        same arguments as this one, for compiling ahead of the first call."""
+        program, out_tree, leaves = self._for(args)
+        return program.lower(*args) if out_tree is None else _FlatLowered(
+            program.lower(*leaves), out_tree)
 
     def _path(self, signature) -> Path:
         text = json.dumps([_FORMAT, code_digest(), self.key, str(signature[0]),

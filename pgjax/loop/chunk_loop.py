@@ -174,6 +174,7 @@ def _train_chunks(s: Session, state, start: int, failed: dict) -> dict:
             evaluate = c + 1 in eval_chunks
             state, metrics, ev = s.fns.chunk(state, s.hps, eval_keys_at(s.eval_keys, c + 1),
                                              evaluate)  # dispatched: runs while we record
+            s.fns.check_ahead()
             record_pending()
             # a collective: every process fetches
             metrics, ev, saved = s.place.get((metrics, ev, (state.params, state.obs_stats)))

@@ -3,8 +3,8 @@ chunk by chunk, with progress lines, evaluation, crash-safe records and checkpoi
 
 ``run(cfg)`` is three steps: ``_start`` (the program, placement, keys, and either a fresh
 start or a restore from the latest checkpoint), ``_train_chunks`` (the chunk loop,
-``pgjax.loop.chunk_loop``: train and, at the chunks ``cfg.eval_chunks`` names, evaluate in the same
-program; find failed runs, write records, checkpoint at most every ``checkpoint_seconds``) and
+``pgjax.loop.chunk_loop``: train and, at the chunks ``cfg.eval_chunks`` names, evaluate the state
+the chunk ends in, dispatched after it; find failed runs, write records, checkpoint at most every ``checkpoint_seconds``) and
 ``_finish`` (final records, the error for failed runs). The program and its placement are
 ``pgjax.loop.vmapped``'s; what a resume must match and may restore, ``pgjax.loop.resume``'s.
 """
@@ -83,6 +83,8 @@ def _start(cfg: TrainConfig, trainer: Trainer, say, resuming: bool, steps=(),
     train_keys, eval_keys = run_keys(runs)
     hps, train_keys, eval_keys = place.put((stack_hparams(runs), train_keys, eval_keys))
     fns = VmappedRuns(trainer, program_key(cfg, trainer, place) if stored else None)
+    if place.num_devices == 1 and jax.process_count() == 1:  # ahead: unsharded inputs only
+        fns.compile_ahead(train_keys, hps, eval_keys)
     t0 = time.time()
     state = fns.init(train_keys, hps)
     ckpts, start, wall0, records = None, 0, 0.0, None
@@ -119,9 +121,8 @@ def _start(cfg: TrainConfig, trainer: Trainer, say, resuming: bool, steps=(),
         records = (RunRecords.create(cfg, runs, trainer.eval_env.spec.success) if writer
                    else None)
         ev = None
-        if 0 in cfg.eval_chunks:  # the training program itself, its chunk switched off
-            state, _, ev = fns.chunk(state, hps, eval_keys_at(eval_keys, 0), True, False)
-            ev = place.get(ev)
+        if 0 in cfg.eval_chunks:
+            ev = place.get(fns.evaluate(state, eval_keys_at(eval_keys, 0)))
         if writer:
             records.write_initial(0, 0, time.time() - t0, ev)
     if writer:

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import json
+import threading
+from concurrent.futures import Future
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pgjax.core.compile_cache import StoredProgram, program_dir
+from pgjax.core.compile_cache import StoredProgram, program_dir, signature
 from pgjax.training.config import TrainConfig
 from pgjax.core.errors import ConfigError
 from pgjax.loop.resume import RESUME_IGNORED
@@ -84,13 +86,11 @@ class Placement:
         return jax.tree.map(lambda x: np.asarray(x)[: self.num_runs], jax.device_get(tree))
 
 
-def _single(fn, shared: int = 0):
+def _single(fn):
     """``fn`` on a batch of exactly one run, without ``vmap``: drop the leading run axis of
-    every input but the last ``shared`` (one value for every run), add it back to every
-    output."""
+    every input, add it back to every output."""
     def wrapped(*args):
-        cut = len(args) - shared
-        out = fn(*jax.tree.map(lambda x: x[0], args[:cut]), *args[cut:])
+        out = fn(*jax.tree.map(lambda x: x[0], args))
         return jax.tree.map(lambda x: x[None], out)
     return wrapped
 
@@ -101,40 +101,93 @@ class VmappedRuns:
     numbers, and a shorter compilation (batching a Brax simulator step over an extra axis
     adds about 2.5 s of compile time on the CPU). Each compiles once per batch size.
 
+    The host loop's programs are init, the training chunk and the evaluation, compiled
+    separately: one program holding both the chunk and the evaluation took longer to compile
+    than the two apart (46.6 s against 23.7 + 17.5 s, Brax hopper at purejaxrl's settings,
+    ``benchmarks/compile_profile.py``), and apart the evaluation is off the path to the
+    first update. ``compile_ahead`` compiles the chunk and then the evaluation on a thread of
+    their own while the caller initialises and then trains.
+
     With a ``program_key`` (what decides the trainer's functions: see ``program_key``) and
     the compilation cache on, each is a ``StoredProgram``: its traced program is kept on
     disk, so a rerun of the same configuration skips tracing and lowering."""
+
+    AHEAD = ("chunk", "evaluate")  # in the order compile_ahead compiles them
 
     def __init__(self, trainer: Trainer, program_key: str | None = None):
         self.trainer = trainer
         directory = program_dir() if program_key is not None else None
 
-        def both(name, fn, in_axes=0, donate_argnums=()):  # in_axes None: one value for all
-            shared = sum(a is None for a in in_axes) if isinstance(in_axes, tuple) else 0
-            fns = {"batched": jax.vmap(fn, in_axes=in_axes), "single": _single(fn, shared)}
+        def both(name, fn, donate_argnums=()):
+            fns = {"batched": jax.vmap(fn), "single": _single(fn)}
             if directory is None:
                 return tuple(jax.jit(f, donate_argnums=donate_argnums) for f in fns.values())
             return tuple(StoredProgram(f, f"{program_key}|{name}|{kind}", directory,
                                        donate_argnums) for kind, f in fns.items())
 
         self._fns = {"init": both("init", trainer.init),
-                     "chunk": both("chunk", trainer.chunk_evaluated, (0, 0, 0, None, None),
-                                   donate_argnums=(0,)),
+                     "chunk": both("chunk", trainer.chunk, donate_argnums=(0,)),
                      "evaluate": both("evaluate", trainer.evaluate),
                      "restart": both("restart", trainer.restart, donate_argnums=(0,))}
+        self._ahead: dict[str, Future] = {}  # name -> (input signature, compiled function)
+
+    def _pick(self, name, num_runs: int):
+        batched, single = self._fns[name]
+        return single if num_runs == 1 else batched
 
     def _call(self, name, *args):
-        batched, single = self._fns[name]
-        return (single if jax.tree.leaves(args[0])[0].shape[0] == 1 else batched)(*args)
+        num_runs = jax.tree.leaves(args[0])[0].shape[0]
+        ahead = self._ahead.get(name)
+        if ahead is not None:
+            sig, compiled = ahead.result()  # waits for it; raises what compiling raised
+            if sig == signature(args):
+                return compiled(*args)
+        return self._pick(name, num_runs)(*args)
+
+    def compile_ahead(self, keys, hps, eval_keys) -> None:
+        """Trace and compile init here, and meanwhile trace and compile the chunk and then the
+        evaluation on a daemon thread: the chunk's tracing overlaps init's compilation, the
+        evaluation's compilation overlaps the first chunks' training. Each call waits for
+        its program; a program whose inputs turn out otherwise (another shape or type) is
+        compiled on the call as before. What compiling raised is raised by the call that
+        needs the program, or sooner by ``check_ahead``."""
+        num_runs = jax.tree.leaves(keys)[0].shape[0]
+        init = self._pick("init", num_runs)
+        lowered = init.lower(keys, hps)
+        state = (init.eval_shape(keys, hps) if isinstance(init, StoredProgram)
+                 else jax.eval_shape(init, keys, hps))  # from the trace lower() made
+        inputs = {"chunk": (state, hps), "evaluate": (state, eval_keys)}
+        futures = {name: Future() for name in self.AHEAD}
+
+        def work():
+            for name in self.AHEAD:
+                try:
+                    fn = self._pick(name, num_runs).lower(*inputs[name]).compile()
+                    futures[name].set_result((signature(inputs[name]), fn))
+                except BaseException as e:  # noqa: BLE001 (raised where it is needed)
+                    futures[name].set_exception(e)
+
+        self._ahead.update(futures)
+        threading.Thread(target=work, name="pgjax-compile", daemon=True).start()
+        self._ahead["init"] = Future()
+        self._ahead["init"].set_result((signature((keys, hps)), lowered.compile()))
+
+    def check_ahead(self) -> None:
+        """Raise what compiling a program ahead raised, once it has (a fault in the
+        evaluation surfaces after the first chunk, not after the last)."""
+        for future in self._ahead.values():
+            if future.done() and future.exception() is not None:
+                raise future.exception()
 
     def init(self, keys, hps):
         return self._call("init", keys, hps)
 
-    def chunk(self, state, hps, keys, evaluate: bool, train: bool = True):
-        """A chunk of every run (``train``; else the state as it is), then (``evaluate``) the
-        evaluation with per-run ``keys``: (state, metrics, eval metrics), NaN for what did
-        not run. The same compiled program for every combination."""
-        return self._call("chunk", state, hps, keys, jnp.asarray(evaluate), jnp.asarray(train))
+    def chunk(self, state, hps, keys, evaluate: bool):
+        """A chunk of every run, then (``evaluate``) the evaluation of the state it ends in,
+        with per-run ``keys``: (state, metrics, eval metrics or None). Both are dispatched
+        without waiting for either."""
+        state, metrics = self._call("chunk", state, hps)
+        return state, metrics, (self.evaluate(state, keys) if evaluate else None)
 
     def evaluate(self, state, keys):
         return self._call("evaluate", state, keys)
@@ -147,6 +200,17 @@ class VmappedRuns:
             return state
         keys = jax.vmap(jax.random.fold_in, (0, None))(keys, 1000 + chunk)
         return self._call("restart", state, keys)
+
+    def compiled(self) -> dict[str, int]:
+        """How many programs each entry point has compiled: ahead and on calls (for tests:
+        each should be one per batch size)."""
+        out = {}
+        for name, fns in self._fns.items():
+            count = sum(f._cache_size() for f in fns if hasattr(f, "_cache_size"))
+            future = self._ahead.get(name)
+            out[name] = count + int(future is not None and future.done()
+                                    and future.exception() is None)
+        return out
 
 
 # options that change nothing in the compiled functions (besides RESUME_IGNORED): where the

@@ -8,9 +8,6 @@ assembled into pure functions of (key, traced hyperparameters).
 - ``iteration(state, hp) -> (state, metrics)``: rollout, batch (GAE), one update
 - ``chunk(state, hp) -> (state, metrics [eval_every])``: ``lax.scan`` over iterations
 - ``evaluate(state, key) -> metrics``: deterministic policy on separate eval environments
-- ``chunk_evaluated(state, hp, key, evaluate, train)``: a chunk (when ``train``), then the
-  evaluation (when ``evaluate``): the host loop's one program, so nothing else compiles at
-  startup and nothing compiles after training starts
 - ``train(key, hp) -> (state, metrics [num_iterations])``: a whole run as one function
 
 Every stage is written once for every policy kind (``pgjax.model.policies``), agent setting
@@ -337,30 +334,6 @@ class Trainer:
     def chunk(self, state: TrainState, hp):
         return jax.lax.scan(lambda s, _: self.iteration(s, hp), state, None,
                             length=self.cfg.iterations_per_chunk)
-
-    def chunk_evaluated(self, state: TrainState, hp, key, evaluate, train=True):
-        """``chunk`` (when the traced bool ``train``; else the state unchanged and NaN
-        metrics), then ``evaluate`` of the resulting state when the traced bool ``evaluate``
-        (NaN in its place otherwise): the host loop's one program, for the evaluation before
-        training too. ``lax.cond`` runs only the branch taken, so a chunk without evaluation
-        costs what ``chunk`` does; keep both flags unbatched under ``vmap`` (one value for
-        every run), or both branches run."""
-        nan = lambda tree: jax.tree.map(lambda x: jnp.full(x.shape, jnp.nan, x.dtype), tree)
-        shapes = []  # the metrics' shapes, noted while the chunk branch is traced
-
-        def trained(s):
-            out = self.chunk(s, hp)
-            shapes.append(jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), out[1]))
-            return out
-
-        def untrained(s):  # lax.cond traces the true branch first; a second trace otherwise
-            return s, nan(shapes[0] if shapes else jax.eval_shape(self.chunk, s, hp)[1])
-
-        state, metrics = jax.lax.cond(train, trained, untrained, state)
-        skipped = {k: jax.ShapeDtypeStruct((), jnp.float32) for k in self.eval_columns}
-        ev = jax.lax.cond(evaluate, lambda s: self.evaluate(s, key),
-                          lambda s: nan(skipped), state)
-        return state, metrics, ev
 
     def episodes(self, state: TrainState, key, stochastic: bool = False):
         """One episode per eval env from a reset drawn with ``key``, acting with the
