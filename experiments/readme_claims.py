@@ -27,7 +27,10 @@ shows up as a diff and no figure is typed by hand:
 - ``ant-observation`` (experiments/README.md, experiment 14h): Ant-v5 with and without its
   contact forces in the observation (and their cost), beside Ant-v4;
 - ``jaxmarl-table`` (docs/results/jaxmarl.md, experiment 16): HAPPO, MAPPO and IPPO on SMAX
-  and MPE (``experiments/jaxmarl_table.py``).
+  and MPE (``experiments/jaxmarl_table.py``);
+- ``fixpo-paper-finals`` and ``happo-paper-finals`` (experiments/README.md, experiments 10b
+  and 10d): the final returns and verdicts of FixPO and HAPPO at their authors' settings
+  against their baselines.
 """
 from __future__ import annotations
 
@@ -369,11 +372,9 @@ def _claim(i: int) -> tuple[str, str]:
             text += (f"; {said}: no verdict ({len(a)} and {len(b)} seeds, {MIN_SEEDS} per "
                      f"group needed)")
             continue
-        lo, hi = v.ci95
         margin_said = (f", equivalence margin ±{margin:.0%} of {names[baseline]}'s "
                        f"mean" if margin else "")
-        text += (f"; {said}: **{v.outcome}** (difference {v.difference:+,.0f} "
-                 f"[{lo:+,.0f}, {hi:+,.0f}]{margin_said})")
+        text += f"; {said}: {_verdict_text(v)[:-1]}{margin_said})"
     if "kl" in c:
         tr = trust_region_table(load(dirs)).set_index("group")["kl_max_largest"]
         bound = c["kl"]
@@ -426,6 +427,60 @@ def _dmc_row() -> tuple[str, str]:
                 f"{dt.name(r)} {results.spread_cell(a.loc[r])}" for r in rules))
 
 
+# experiments 10b and 10d (experiments/README.md): each paper's rule at its authors' settings
+# against its baselines: the sweep folders, the groups' names and the verdicts given
+PAPER_SETTINGS = {
+    "fixpo-paper-finals": {
+        "dirs": ("fixpo_paper", "fixpo_paper_ppo"),
+        "names": {"fixpo": "FixPO (`fixpo-paper`)", "ppo": "PPO (`cleanrl`)"},
+        "verdicts": (("fixpo", "ppo"),)},
+    "happo-paper-finals": {
+        "dirs": ("happo_paper", "happo_paper_shared"),
+        "names": {"happo": "HAPPO (sequential, separate actors)",
+                  "mappo (share_actor=False)": "MAPPO, separate actors",
+                  "mappo (share_actor=True)": "MAPPO, one shared actor"},
+        "verdicts": (("happo", "mappo (share_actor=False)"),
+                     ("happo", "mappo (share_actor=True)"))},
+}
+
+
+def _verdict_text(v) -> str:
+    """A verdict as the documents say it: its outcome, the difference and its 95% interval."""
+    lo, hi = v.ci95
+    return f"**{v.outcome}** (difference {v.difference:+,.0f} [{lo:+,.0f}, {hi:+,.0f}])"
+
+
+def paper_settings(block: str) -> str:
+    """A ``PAPER_SETTINGS`` table: per task and group the final return (mean over seeds with
+    its 95% CI, or the seeds' range below ``MIN_SEEDS``) and each seed's, then the verdicts."""
+    from pgjax.analysis import results
+    from pgjax.analysis.results import MIN_SEEDS, VerdictError, ci_or_range, verdict
+
+    spec = PAPER_SETTINGS[block]
+    final = results.finals(results.load([SWEEPS / d for d in spec["dirs"]],
+                                        command="readme_claims.py"))
+    names = spec["names"]
+    lines = ["| task | group | final return, mean [95% CI] | n | per seed |",
+             "|---|---|---|---:|---|"]
+    said = []
+    for env, rows in final.groupby("env", sort=True):
+        by = {g: rows.loc[rows["group"] == g].sort_values("seed")["final"].to_numpy(float)
+              for g in names if (rows["group"] == g).any()}
+        for g, f in by.items():
+            lo, hi = ci_or_range(f)
+            spread = f"[{lo:,.0f}, {hi:,.0f}]" if len(f) >= MIN_SEEDS else \
+                f"[range {lo:,.0f}, {hi:,.0f}]"
+            lines.append(f"| {env.split(':', 1)[-1]} | {names[g]} | {f.mean():,.0f} {spread} | "
+                         f"{len(f)} | {', '.join(f'{x:,.0f}' for x in f)} |")
+        for a, b in spec["verdicts"]:
+            try:
+                text = _verdict_text(verdict(by[a], by[b]))
+            except VerdictError as e:
+                text = f"no verdict ({e})"
+            said.append(f"- {env.split(':', 1)[-1]}, {names[a]} against {names[b]}: {text}.")
+    return "\n".join(lines + [""] + said)
+
+
 def jaxmarl_table() -> str:
     """Experiment 16's table (``experiments/jaxmarl_table.py``)."""
     return _experiment("jaxmarl_table").table()
@@ -462,7 +517,8 @@ BLOCKS = {"headline": headline, "claims": claims,
           "results-headline": functools.partial(headline, folder="docs/results"),
           "quickstart-claims": render, "mujoco-table": mujoco_table, "dmc-table": dmc_table,
           "tianshou-settings": tianshou_settings, "preset-changes": preset_changes,
-          "ant-observation": ant_observation, "jaxmarl-table": jaxmarl_table}
+          "ant-observation": ant_observation, "jaxmarl-table": jaxmarl_table,
+          **{name: functools.partial(paper_settings, name) for name in PAPER_SETTINGS}}
 HOMES = {"headline": README, "results-headline": DOCS / "results" / "index.md",
          "claims": DOCS / "results" / "claims.md",
          "quickstart-claims": DOCS / "getting-started" / "first-sweep.md",
@@ -470,7 +526,8 @@ HOMES = {"headline": README, "results-headline": DOCS / "results" / "index.md",
          "dmc-table": DOCS / "results" / "dmc.md",
          "tianshou-settings": EXPERIMENTS_README, "preset-changes": EXPERIMENTS_README,
          "ant-observation": EXPERIMENTS_README,
-         "jaxmarl-table": DOCS / "results" / "jaxmarl.md"}
+         "jaxmarl-table": DOCS / "results" / "jaxmarl.md",
+         **dict.fromkeys(PAPER_SETTINGS, EXPERIMENTS_README)}
 
 
 def home(name: str) -> Path:
