@@ -37,7 +37,13 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BRAX_VENV = HERE / ".venv-brax"
-BRAX_PINS = ["jax[cpu]==0.7.2", "brax==0.14.2"]
+BRAX_PINS = ["jax[cpu]==0.7.2", "brax==0.14.2", "playground==0.2.0", "mujoco==3.6.0",
+             "mujoco-mjx==3.6.0"]
+# pgjax's DM Control sweep (experiments/sweeps/playground_dmc.toml) at Playground's settings
+# scaled to 256 envs: an update of 122,880 steps (Brax: batch 128 x 32 minibatches x unroll
+# 30; pgjax: 256 envs x 480 steps), 8 updates, 32 stochastic evaluation episodes every 2
+PLAYGROUND = {"steps": 983_040, "num_envs": 256, "batch_size": 128, "eval_every": 2,
+              "eval_envs": 32, "evals": 4}
 
 
 def ensure_brax_venv() -> Path:
@@ -139,8 +145,73 @@ def brax_summary(res: dict, steps_epoch: int) -> dict:
             "points": [{"env_steps": p["env_steps"], "eval_return": p["eval_return"]} for p in pts]}
 
 
+def playground(tasks: list[str], seeds: int, out: Path) -> None:
+    """Brax's trainer (``_brax_playground.py``, one process per seed) and pgjax (``pgjax train
+    --preset playground-dmc``, the seeds vmapped in one process) on ``playground:`` tasks at
+    ``PLAYGROUND``'s settings: every process's whole wall time and each run's final return.
+    Resumable: what ``out`` holds is not run again."""
+    import numpy as np
+
+    from pgjax.analysis import results as res
+
+    done = json.loads(out.read_text()) if out.exists() else {}
+    save = lambda: out.write_text(json.dumps(done, indent=1))
+    runs = out.with_suffix("")  # pgjax's run directories
+    brax_python, g = ensure_brax_venv(), PLAYGROUND
+    # Playground resets every training env after each update (num_resets_per_eval 10 at its
+    # 60M steps: one update per reset); 2 per evaluation keeps that at this budget
+    resets = g["steps"] // (g["evals"] * g["num_envs"] * 480)
+    for task in tasks:
+        row = done.setdefault(task, {"brax": {}})
+        for seed in range(seeds):
+            if str(seed) in row["brax"]:
+                continue
+            t = time.time()
+            r = _sub([str(brax_python), str(HERE / "_brax_playground.py"), "--task", task,
+                      "--steps", str(g["steps"]), "--num-envs", str(g["num_envs"]),
+                      "--batch-size", str(g["batch_size"]), "--num-evals",
+                      str(g["evals"] + 1), "--eval-envs", str(g["eval_envs"]),
+                      "--resets-per-eval", str(resets), "--seed", str(seed)])
+            row["brax"][str(seed)] = {**r, "process_s": time.time() - t}
+            print(json.dumps({"task": task, "side": "brax", "seed": seed,
+                              "final": r["points"][-1]["eval_return"],
+                              "process_s": time.time() - t}), flush=True)
+            save()
+        if "pgjax" not in row:
+            t = time.time()
+            cmd = [sys.executable, "-m", "pgjax.cli", "train", "--preset", "playground-dmc",
+                   "--env", f"playground:{task}", "--num-envs", str(g["num_envs"]),
+                   "--steps", str(g["steps"]), "--eval-every", str(g["eval_every"]),
+                   "--eval-envs", str(g["eval_envs"]), "--evals", str(g["evals"]),
+                   "--seeds", str(seeds), "--out", str(runs), "--name", task, "--quiet",
+                   "--overwrite"]
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            if p.returncode:
+                raise RuntimeError(f"{cmd} failed:\n{p.stderr[-3000:]}")
+            final = res.finals(res.load([runs / task], command="vs_brax.py"))
+            row["pgjax"] = {"process_s": time.time() - t, "seeds": seeds,
+                            "finals": final.sort_values("seed")["final"].tolist(),
+                            "env_steps": int(final["env_steps"].max())}
+            save()
+        mine = np.asarray(row["pgjax"]["finals"], float)
+        theirs = np.asarray([b["points"][-1]["eval_return"] for b in row["brax"].values()])
+        v = res.verdict(mine, theirs)
+        brax_s = sum(b["process_s"] for b in row["brax"].values())
+        row["summary"] = {
+            "pgjax_final": mine.mean(), "pgjax_ci95": res.ci_or_range(mine),
+            "brax_final": theirs.mean(), "brax_ci95": res.ci_or_range(theirs),
+            "verdict": v.outcome, "difference": v.difference, "difference_ci95": v.ci95,
+            "pgjax_us_per_step": row["pgjax"]["process_s"] / (len(mine) * g["steps"]) * 1e6,
+            "brax_us_per_step": brax_s / (len(theirs) * g["steps"]) * 1e6}
+        print(json.dumps({"task": task, **row["summary"]}), flush=True)
+        save()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--playground", nargs="+", metavar="TASK",
+                   help="instead: Brax's trainer against pgjax on these playground: tasks "
+                        "(e.g. CartpoleBalance ReacherEasy CheetahRun), --seeds each")
     p.add_argument("--envs", nargs="+", default=["ant", "hopper"])
     p.add_argument("--backend", default="generalized")
     p.add_argument("--steps", type=int, default=491_520)
@@ -161,6 +232,12 @@ def main():
     p.add_argument("--vmap-seeds", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--reset-pool", default="rollout", help=argparse.SUPPRESS)
     a = p.parse_args()
+    if a.playground:
+        out = Path(a.out if a.out != p.get_default("out") else
+                   HERE / "results" / "playground_vs_brax.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        playground(a.playground, a.seeds, out)
+        return
     if a.side:
         sys.path.insert(0, str(HERE))
         print(json.dumps(pgjax_side(a) if a.side == "pgjax" else raw_side(a)))
