@@ -95,6 +95,15 @@ def _single(fn):
     return wrapped
 
 
+def policy_part(state):
+    """What an evaluation reads of a ``TrainState``: the parameters and the observation
+    statistics (the rest set to None), so its program is the same for every update rule on
+    the same environment and policy, and compiles once for a sweep of rules (the compilation
+    cache's key is the program)."""
+    return state.replace(algo_state=None, ret_stats=None, ret_acc=None, rollout=None,
+                         reset_obs=None, key=None, iteration=None)
+
+
 class VmappedRuns:
     """Jitted entry points over a batch of runs (leading run axis on every input and output),
     vmapped over the runs. A batch of one run calls the unbatched functions instead: same
@@ -156,7 +165,7 @@ class VmappedRuns:
         lowered = init.lower(keys, hps)
         state = (init.eval_shape(keys, hps) if isinstance(init, StoredProgram)
                  else jax.eval_shape(init, keys, hps))  # from the trace lower() made
-        inputs = {"chunk": (state, hps), "evaluate": (state, eval_keys)}
+        inputs = {"chunk": (state, hps), "evaluate": (policy_part(state), eval_keys)}
         futures = {name: Future() for name in self.AHEAD}
 
         def work():
@@ -190,7 +199,7 @@ class VmappedRuns:
         return state, metrics, (self.evaluate(state, keys) if evaluate else None)
 
     def evaluate(self, state, keys):
-        return self._call("evaluate", state, keys)
+        return self._call("evaluate", policy_part(state), keys)
 
     def restored(self, state, keys, chunk: int):
         """After restoring a checkpoint. A JAX environment's state is part of the checkpoint:
