@@ -150,6 +150,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=1_000_000,
                    help="env steps (each side rounds to its whole updates or chunks)")
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--commit", help="purejaxrl's commit, where the checkout is not a git one")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" /
                    "vs_purejaxrl.json")
     a = p.parse_args()
@@ -157,7 +158,7 @@ def main() -> None:
     if not script.is_file():
         p.error(f"{script} does not exist: pass the root of a purejaxrl checkout")
     commit = subprocess.run(["git", "-C", str(a.purejaxrl), "rev-parse", "HEAD"],
-                            capture_output=True, text=True).stdout.strip() or None
+                            capture_output=True, text=True).stdout.strip() or a.commit
     # pgjax's steps: whole chunks of 10 updates of 5,120 at or above purejaxrl's
     pgjax_steps = -(-a.steps // 51_200) * 51_200
     rounds = []

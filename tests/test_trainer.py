@@ -54,9 +54,9 @@ def test_whole_run_function_equals_chunked_host_loop():
 
 
 @pytest.mark.slow
-def test_evaluations_run_inside_the_chunk_at_the_chunks_evals_picks(tmp_path):
+def test_evaluations_run_after_the_chunks_evals_picks(tmp_path):
     """--evals 1 (default): one evaluation, after the last chunk; --evals 3: step 0, the middle
-    and the end, the other chunks' eval cells blank. The evaluation inside the chunk program
+    and the end, the other chunks' eval cells blank. The evaluation dispatched with a chunk
     equals ``Trainer.evaluate`` of the same state with the same key; a chunk run with
     evaluate=False trains exactly as one with it."""
     cfg = dataclasses.replace(SMALL, steps=8 * 16 * 3 * 5, seeds=2, out=str(tmp_path))

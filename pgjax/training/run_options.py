@@ -63,7 +63,8 @@ class RunOptions:
     """Iterations per chunk: the host prints progress and writes records after each chunk
     (and evaluates after the chunks --evals picks)."""
     evals: int = 1
-    """Held-out evaluations per run (--eval-envs episodes each, inside the compiled chunk):
+    """Held-out evaluations per run (--eval-envs episodes each, a compiled program of its own
+    dispatched after the chunk it follows):
     1, after the last chunk only; N >= 2, at step 0 and after N - 1 chunks spread evenly
     over the run, the last one included (Brax's num_evals); more than the chunks: after
     every chunk. Curves between them come from the training episodes."""
