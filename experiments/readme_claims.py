@@ -28,9 +28,9 @@ shows up as a diff and no figure is typed by hand:
   contact forces in the observation (and their cost), beside Ant-v4;
 - ``jaxmarl-table`` (docs/results/jaxmarl.md, experiment 16): HAPPO, MAPPO and IPPO on SMAX
   and MPE (``experiments/jaxmarl_table.py``);
-- ``fixpo-paper-finals`` and ``happo-paper-finals`` (experiments/README.md, experiments 10b
-  and 10d): the final returns and verdicts of FixPO and HAPPO at their authors' settings
-  against their baselines.
+- ``s2pg-protocol-finals``, ``happo-protocol-finals``, ``fixpo-paper-finals`` and
+  ``happo-paper-finals`` (experiments/README.md, experiments 12c, 12d, 10b and 10d): final
+  returns per seed and verdicts of S2PG, HAPPO and FixPO against their baselines.
 """
 from __future__ import annotations
 
@@ -434,6 +434,19 @@ PAPER_SETTINGS = {
         "dirs": ("fixpo_paper", "fixpo_paper_ppo"),
         "names": {"fixpo": "FixPO (`fixpo-paper`)", "ppo": "PPO (`cleanrl`)"},
         "verdicts": (("fixpo", "ppo"),)},
+    "s2pg-protocol-finals": {
+        "dirs": ("protocol_s2pg_stateful", "protocol_s2pg_memoryless", "protocol_s2pg_bptt",
+                 "protocol_s2pg_bptt_seeds_3_4"),
+        "names": {"S2PG": "S2PG", "BPTT": "BPTT-32", "memoryless PPO": "memoryless PPO"},
+        "verdicts": (("S2PG", "memoryless PPO"), ("S2PG", "BPTT"))},
+    "happo-protocol-finals": {
+        "dirs": ("protocol_happo", "protocol_happo_seeds_3_4", "protocol_happo_mappo_shared",
+                 "protocol_happo_mappo_shared_seeds_3_4"),
+        "names": {"happo (separate actors)": "HAPPO",
+                  "mappo (shared actor)": "MAPPO, shared actor (HARL's baseline)",
+                  "mappo (separate actors)": "MAPPO, separate actors"},
+        "verdicts": (("happo (separate actors)", "mappo (shared actor)"),
+                     ("happo (separate actors)", "mappo (separate actors)"))},
     "happo-paper-finals": {
         "dirs": ("happo_paper", "happo_paper_shared"),
         "names": {"happo": "HAPPO (sequential, separate actors)",
@@ -457,10 +470,13 @@ def paper_settings(block: str) -> str:
     from pgjax.analysis.results import MIN_SEEDS, VerdictError, ci_or_range, verdict
 
     spec = PAPER_SETTINGS[block]
-    final = results.finals(results.load([SWEEPS / d for d in spec["dirs"]],
-                                        command="readme_claims.py"))
+    # a sweep of more seeds not run yet adds nothing (its groups show the seeds there are)
+    final = results.finals(results.load([SWEEPS / d for d in spec["dirs"]
+                                         if (SWEEPS / d).exists()], command="readme_claims.py"))
     names = spec["names"]
-    lines = ["| task | group | final return, mean [95% CI] | n | per seed |",
+    policy = results.RETURN_LABELS[final["source"].iloc[0]].split("(")[-1].split()[0]
+    lines = [f"| task | group | final return ({policy} evaluation), mean [95% CI; below "
+             f"{MIN_SEEDS} seeds the seeds' range] | n | per seed |",
              "|---|---|---|---:|---|"]
     said = []
     for env, rows in final.groupby("env", sort=True):

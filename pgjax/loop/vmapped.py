@@ -1,4 +1,5 @@
-"""The runs' one program: their stacked hyperparameters and keys, placement, entry points."""
+"""The runs' programs (init, chunk, evaluation): stacked hyperparameters and keys, placement,
+the vmapped entry points and their compilation ahead of the first call."""
 from __future__ import annotations
 
 import json
