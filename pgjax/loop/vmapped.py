@@ -113,7 +113,7 @@ class VmappedRuns:
 
     The host loop's programs are init, the training chunk and the evaluation, compiled
     separately: one program holding both the chunk and the evaluation took longer to compile
-    than the two apart (46.6 s against 23.7 + 17.5 s, Brax hopper at purejaxrl's settings,
+    than the two apart (45.1 s against 21.9 + 19.4 s, Brax hopper at purejaxrl's settings,
     ``benchmarks/compile_profile.py``), and apart the evaluation is off the path to the
     first update. ``compile_ahead`` compiles the chunk and then the evaluation on a thread of
     their own while the caller initialises and then trains.
