@@ -42,8 +42,8 @@ BRAX_PINS = ["jax[cpu]==0.7.2", "brax==0.14.2", "playground==0.2.0", "mujoco==3.
 # pgjax's DM Control sweep (experiments/sweeps/playground_dmc.toml) at Playground's settings
 # scaled to 256 envs: an update of 122,880 steps (Brax: batch 128 x 32 minibatches x unroll
 # 30; pgjax: 256 envs x 480 steps), 8 updates, 32 stochastic evaluation episodes every 2
-PLAYGROUND = {"steps": 983_040, "num_envs": 256, "batch_size": 128, "eval_every": 2,
-              "eval_envs": 32, "evals": 4}
+PLAYGROUND = {"steps": 983_040, "num_envs": 256, "batch_size": 128, "minibatches": 32,
+              "unroll": 30, "eval_every": 2, "eval_envs": 32, "evals": 4}
 
 
 def ensure_brax_venv() -> Path:
@@ -160,7 +160,8 @@ def playground(tasks: list[str], seeds: int, out: Path) -> None:
     brax_python, g = ensure_brax_venv(), PLAYGROUND
     # Playground resets every training env after each update (num_resets_per_eval 10 at its
     # 60M steps: one update per reset); 2 per evaluation keeps that at this budget
-    resets = g["steps"] // (g["evals"] * g["num_envs"] * 480)
+    update = g["batch_size"] * g["minibatches"] * g["unroll"]  # env steps per update
+    resets = g["steps"] // (g["evals"] * update)
     for task in tasks:
         row = done.setdefault(task, {"brax": {}})
         for seed in range(seeds):

@@ -103,8 +103,8 @@ def _parse(stdout: str, tag: str) -> dict:
 
 
 def _run(code: str, args: list[str], cache: Path) -> tuple[dict, dict, float]:
-    env = {**os.environ, "PGJAX_COMPILE_CACHE": str(cache), "JAX_COMPILATION_CACHE_DIR": ""}
-    env.pop("JAX_COMPILATION_CACHE_DIR")
+    env = {**os.environ, "PGJAX_COMPILE_CACHE": str(cache)}
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)  # each side starts with nothing compiled
     t = time.time()
     p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                        env=env, cwd=ROOT)

@@ -3,8 +3,9 @@ chunk by chunk, with progress lines, evaluation, crash-safe records and checkpoi
 
 ``run(cfg)`` is three steps: ``_start`` (the program, placement, keys, and either a fresh
 start or a restore from the latest checkpoint), ``_train_chunks`` (the chunk loop,
-``pgjax.loop.chunk_loop``: train and, at the chunks ``cfg.eval_chunks`` names, evaluate the state
-the chunk ends in, dispatched after it; find failed runs, write records, checkpoint at most every ``checkpoint_seconds``) and
+``pgjax.loop.chunk_loop``: train and, at the chunks ``cfg.eval_chunks`` names, evaluate the
+state the chunk ends in, dispatched after it; find failed runs, write records, checkpoint at
+most every ``checkpoint_seconds``) and
 ``_finish`` (final records, the error for failed runs). The program and its placement are
 ``pgjax.loop.vmapped``'s; what a resume must match and may restore, ``pgjax.loop.resume``'s.
 """
