@@ -13,11 +13,19 @@ comparison that motivated this benchmark): Brax ``hopper``, positional backend, 
 steps, 4 epochs x 32 minibatches, 256-256 tanh networks, lr 3e-4 not annealed, observation
 and reward normalisation, about 1M env steps (purejaxrl: 195 updates, 998,400 steps; pgjax:
 200 updates, 1,024,000: its chunks of 10). purejaxrl's ``DEBUG`` printing (a host callback
-per update) is off; pgjax runs ``pgjax train`` at its defaults otherwise (records, progress,
-one held-out evaluation after the last chunk, checkpoints at most every 120 s).
+per update) is off. pgjax runs ``pgjax train`` two ways (``--pgjax``):
 
-Each round runs, one after the other, each in a fresh process: purejaxrl; pgjax with an
-empty compilation cache (a first run); pgjax again from the cache that run filled. Reported
+- ``defaults``: its defaults otherwise (records, progress, one held-out evaluation of 16
+  episodes after the last chunk, checkpoints at most every 120 s, a reset pool redrawn
+  once per rollout);
+- ``protocol``: also purejaxrl's protocol where pgjax's defaults do more work:
+  ``--reset-pool fixed`` (each env restarts from the reset state it drew at the start, as
+  purejaxrl's Brax wrapper does) and ``--evals 0`` (no held-out evaluation: like
+  purejaxrl, the records hold the training episodes' returns).
+
+Each round runs, one after the other, each in a fresh process: purejaxrl; then for each
+pgjax way, pgjax with an empty compilation cache (a first run) and again from the cache that
+run filled. Reported
 per process: compile time (JAX's own monitoring events: tracing, lowering and XLA
 compilation, summed), steady throughput (purejaxrl: env steps over its one program's
 execution; pgjax: a chunk's env steps over the median chunk time of its records), and the
@@ -52,8 +60,12 @@ PUREJAXRL = {"LR": 3e-4, "NUM_ENVS": 256, "NUM_STEPS": 20, "UPDATE_EPOCHS": 4,
 PGJAX = ["--brax.backend", "positional", "--num-envs", "256", "--rollout-len", "20",
          "--ppo.epochs", "4", "--ppo.minibatches", "32", "--net.actor-hidden", "256", "256",
          "--net.critic-hidden", "256", "256", "--ppo.lr", "3e-4", "--ppo.no-anneal-lr"]
+# the pgjax ways a round runs (--pgjax): the extra options of each
+WAYS = {"defaults": [], "protocol": ["--reset-pool", "fixed", "--evals", "0"]}
 
-# sums JAX's compile events (tracing, lowering, XLA) of the process it runs in
+# sums JAX's compile events (tracing, lowering, XLA) of the process it runs in, and the wall
+# time during which any of them was under way (the union of their intervals: compiles on two
+# threads at once count once)
 LISTEN = r'''
 import atexit, json, sys, time
 import jax.monitoring
@@ -61,11 +73,19 @@ EVENTS = {"/jax/core/compile/jaxpr_trace_duration": "trace_s",
           "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower_s",
           "/jax/core/compile/backend_compile_duration": "xla_s"}
 spent = dict.fromkeys(EVENTS.values(), 0.0)
+spans = []
 def _listen(event, seconds, **_):
     if event in EVENTS:
         spent[EVENTS[event]] += seconds
+        spans.append((time.perf_counter() - seconds, time.perf_counter()))
+def _report():
+    wall, reach = 0.0, float("-inf")
+    for a, b in sorted(spans):
+        wall += max(0.0, b - max(a, reach))
+        reach = max(reach, b)
+    print("COMPILE " + json.dumps({**spent, "compile_wall_s": wall}), flush=True)
 jax.monitoring.register_event_duration_secs_listener(_listen)
-atexit.register(lambda: print("COMPILE " + json.dumps(spent), flush=True))
+atexit.register(_report)
 '''
 
 RUN_PUREJAXRL = LISTEN + r'''
@@ -84,7 +104,7 @@ out = jax.block_until_ready(compiled(rng))
 run_s = time.time() - t
 steps = config["NUM_UPDATES"] * config["NUM_STEPS"] * config["NUM_ENVS"]
 ret = out["metrics"]["returned_episode_returns"][-1].mean()
-print("RESULT " + json.dumps({"compile_wall_s": compile_wall, "run_s": run_s,
+print("RESULT " + json.dumps({"lower_compile_s": compile_wall, "run_s": run_s,
                               "env_steps": int(steps), "steps_per_s": steps / run_s,
                               "last_update_train_return": float(ret)}), flush=True)
 '''
@@ -115,17 +135,22 @@ def _run(code: str, args: list[str], cache: Path) -> tuple[dict, dict, float]:
     return _parse(p.stdout, "RESULT"), _parse(p.stdout, "COMPILE"), whole
 
 
+def _compile(events: dict) -> dict:
+    """compile_s: the compile events' sum; compile_wall_s: the wall time any was under way."""
+    return {"compile_s": sum(v for k, v in events.items() if k != "compile_wall_s"), **events}
+
+
 def purejaxrl(checkout: Path, steps: int, cache: Path) -> dict:
     config = {**PUREJAXRL, "ENV_NAME": "hopper", "TOTAL_TIMESTEPS": steps}
     r, c, whole = _run(RUN_PUREJAXRL, [str(time.time()), str(SHIM),
                                        str(checkout / "purejaxrl"), json.dumps(config)], cache)
-    return {**r, "compile_s": sum(c.values()), **c, "whole_s": whole,
+    return {**r, **_compile(c), "whole_s": whole,
             "whole_per_step_us": whole / r["env_steps"] * 1e6}
 
 
-def pgjax(steps: int, cache: Path, out: Path, name: str) -> dict:
-    args = ["train", "--env", "brax:hopper", *PGJAX, "--steps", str(steps), "--out", str(out),
-            "--name", name, "--quiet"]
+def pgjax(steps: int, cache: Path, out: Path, name: str, way: str) -> dict:
+    args = ["train", "--env", "brax:hopper", *PGJAX, *WAYS[way], "--steps", str(steps),
+            "--out", str(out), "--name", name, "--quiet"]
     _, c, whole = _run(RUN_PGJAX, args, cache)
     from pgjax.analysis.results import run_metrics
 
@@ -137,10 +162,12 @@ def pgjax(steps: int, cache: Path, out: Path, name: str) -> dict:
     chunks = np.diff(ends["wall_time_s"].to_numpy())  # row 0: the initial one
     chunk_steps = cfg["eval_every"] * cfg["num_envs"] * cfg["rollout_len"]
     env_steps = int(ends["iteration"].to_numpy()[-1]) * cfg["num_envs"] * cfg["rollout_len"]
-    return {"compile_s": sum(c.values()), **c, "whole_s": whole, "env_steps": env_steps,
+    return {**_compile(c), "whole_s": whole, "env_steps": env_steps,
             "steps_per_s": chunk_steps / float(np.median(chunks[1:])),
             "whole_per_step_us": whole / env_steps * 1e6,
-            "last_eval_return": float(m["eval_return"].dropna().to_numpy()[-1])}
+            # the last held-out evaluation (none with --evals 0) and training episodes' return
+            "last_eval_return": float(np.append(np.nan, m["eval_return"].dropna())[-1]),
+            "last_train_return": float(np.append(np.nan, m["train_return"].dropna())[-1])}
 
 
 def main() -> None:
@@ -150,6 +177,9 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=1_000_000,
                    help="env steps (each side rounds to its whole updates or chunks)")
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--pgjax", nargs="+", choices=list(WAYS), default=list(WAYS),
+                   help="the ways pgjax runs: at its defaults, and/or at purejaxrl's protocol "
+                        "(fixed reset states, no held-out evaluation)")
     p.add_argument("--commit", help="purejaxrl's commit, where the checkout is not a git one")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" /
                    "vs_purejaxrl.json")
@@ -165,20 +195,23 @@ def main() -> None:
     for i in range(a.rounds):
         with tempfile.TemporaryDirectory() as tmp:
             tmp = Path(tmp)
-            row = {"purejaxrl": purejaxrl(a.purejaxrl, a.steps, tmp / "cache-purejaxrl"),
-                   "pgjax_first": pgjax(pgjax_steps, tmp / "cache", tmp / "runs", "first"),
-                   "pgjax_cached": pgjax(pgjax_steps, tmp / "cache", tmp / "runs", "cached")}
-        pj = row["purejaxrl"]["whole_per_step_us"]
-        row["first_speed"] = pj / row["pgjax_first"]["whole_per_step_us"]
-        row["cached_speed"] = pj / row["pgjax_cached"]["whole_per_step_us"]
+            row = {"purejaxrl": purejaxrl(a.purejaxrl, a.steps, tmp / "cache-purejaxrl")}
+            for way in a.pgjax:  # each way its own cache: a first run compiles everything
+                for run in ("first", "cached"):
+                    row[f"{way}_{run}"] = pgjax(pgjax_steps, tmp / f"cache-{way}",
+                                                tmp / "runs", f"{way}-{run}", way)
+        pj = row["purejaxrl"]
+        said = [f"round {i + 1}: purejaxrl compile {pj['compile_wall_s']:.1f} s, "
+                f"{pj['steps_per_s']:,.0f} steps/s, whole {pj['whole_s']:.1f} s"]
+        for way in a.pgjax:
+            for run in ("first", "cached"):
+                r = row[f"{way}_{run}"]
+                r["speed"] = pj["whole_per_step_us"] / r["whole_per_step_us"]
+                said.append(f"pgjax {way} {run}: compile {r['compile_wall_s']:.1f} s, "
+                            f"{r['steps_per_s']:,.0f} steps/s, whole {r['whole_s']:.1f} s, "
+                            f"{r['speed']:.2f}x per env step")
         rounds.append(row)
-        print(f"round {i + 1}: compile purejaxrl {row['purejaxrl']['compile_s']:.1f} s, pgjax "
-              f"{row['pgjax_first']['compile_s']:.1f} s (cached {row['pgjax_cached']['compile_s']:.1f}"
-              f" s) | steady steps/s purejaxrl {row['purejaxrl']['steps_per_s']:,.0f}, pgjax "
-              f"{row['pgjax_first']['steps_per_s']:,.0f} | whole process purejaxrl "
-              f"{row['purejaxrl']['whole_s']:.1f} s, pgjax {row['pgjax_first']['whole_s']:.1f} s"
-              f" / cached {row['pgjax_cached']['whole_s']:.1f} s | per env step: first "
-              f"{row['first_speed']:.2f}x, cached {row['cached_speed']:.2f}x", flush=True)
+        print(" | ".join(said), flush=True)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps({"machine": platform.processor() or platform.machine(),
                                  "cpus": os.cpu_count(), "purejaxrl_commit": commit,

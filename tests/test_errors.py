@@ -50,7 +50,8 @@ BAD = [
     # finite, but beyond the compiled program's float32: it would train as inf
     (["--ppo.lr", "1e39"], "ppo.lr = 1e+39 is beyond what a float32 holds"),
     (["--grid", "ppo.lr=1e-3,1e39"], "pass a smaller --grid ppo.lr"),
-    (["--evals", "0"], "evals must be >= 1"),
+    (["--evals", "-1"], "evals must be in [0,"),
+    (["--evals", "100000000000000000000"], "evals must be in [0,"),
     (["--checkpoint-seconds", "-5"], "checkpoint_seconds must be >= 0"),
     (["--checkpoint-seconds", "nan"], "checkpoint_seconds must be >= 0"),
 ]

@@ -129,6 +129,51 @@ def test_training_chunk_compiles_once_across_chunks(env, tmp_path, monkeypatch):
     assert made[0].compiled() == {"init": 1, "chunk": 1, "evaluate": 1, "restart": 0}
 
 
+def test_evals_0_compiles_no_evaluation_and_tables_read_training_returns(tmp_path, monkeypatch):
+    """--evals 0: the evaluation program is never traced or compiled, no eval cell is
+    filled, config.json says so, and the run's summary and tables use the training
+    episodes' returns (labelled as such), the same as a run's training-return curve."""
+    import pgjax.loop.runner as runner_mod
+    from pgjax.analysis import results
+
+    cfg = dataclasses.replace(SMALL, out=str(tmp_path), name="e0", seeds=2, evals=0)
+    assert cfg.eval_chunks == ()
+    trainer = Trainer(cfg)
+
+    def never(*a, **k):
+        raise AssertionError("the evaluation was traced")
+
+    trainer.evaluate = never
+    made = []
+    real = runner_mod.VmappedRuns
+
+    class Kept(real):
+        def __init__(self, t, *args):
+            super().__init__(t, *args)
+            made.append(self)
+
+    monkeypatch.setattr(runner_mod, "VmappedRuns", Kept)
+    rec = run(cfg, trainer=trainer)
+    assert made[0].compiled() == {"init": 1, "chunk": 1, "evaluate": 0, "restart": 0}
+    root = tmp_path / "e0"
+    described = json.loads((root / "config.json").read_text())["returns"]["eval_return"]
+    assert "not evaluated (--evals 0)" in described
+    df = results.metrics([root])
+    assert not df["eval_return"].notna().any() and df["train_return"].notna().any()
+    assert results.eval_source(df) == "train_return"
+    final = results.finals(df)
+    assert len(final) == 2 and set(final["source"]) == {"train_return"}
+    # the summary's final: the mean of the training-return curve's last 5%, per seed
+    pts = results.return_points(df, "train_return", keys=("run",))
+    per_run = [g[g["env_steps"] >= 0.95 * g["env_steps"].max()]["value"].mean()
+               for _, g in pts.groupby("run")]
+    np.testing.assert_allclose(sorted(final["final"]), sorted(per_run))
+    summary = pd.read_csv(root / "summary.csv")
+    assert summary["returns"].iloc[0].startswith("training-episode return")
+    np.testing.assert_allclose(summary["final_eval_return_mean"].iloc[0], np.mean(per_run))
+    assert len(rec.run_dirs) == 2
+
+
 def test_records_directory(tmp_path):
     cfg = dataclasses.replace(SMALL, out=str(tmp_path), name="rec", seeds=2,
                               grid=("ppo.lr=1e-3,3e-4", "ppo.ent_coef=0.01"))

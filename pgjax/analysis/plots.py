@@ -117,7 +117,7 @@ def plot_curves(df: pd.DataFrame, path, title: str = "", x: str = "env_steps") -
     source = curve_source(df) if len(df) else DETERMINISTIC.return_column
     if len(df):
         marks = curve_table(return_points(df, eval_source(df)), x) \
-            if source == TRAIN_RETURN else None
+            if source == TRAIN_RETURN and eval_source(df) != TRAIN_RETURN else None
         curve = curve_table(return_points(df, source), x)
         last = curve.groupby("group")["mean"].last()
         shown = set(last.sort_values(ascending=False, kind="stable").index[:CURVES_SHOWN])

@@ -80,9 +80,12 @@ def columns(modes, success: bool = False) -> tuple[str, ...]:
 def describe(modes, episodes: int, iterations, success: str = "") -> dict[str, str]:
     """``config.json``'s ``returns``: what each return column of a run holds (and, where the
     environment reports an outcome, described by ``success``, each success column)."""
+    when = (f"after the iterations {list(iterations)}" if len(iterations) else
+            "never recorded: the run was not evaluated (--evals 0); pgjax eval evaluates its "
+            "saved policy")
     out = {**{MODES[name].return_column:
               f"held-out: mean over {episodes} episodes of the {name} policy on separate "
-              f"environments, after the iterations {list(iterations)}" for name in modes},
+              f"environments, {when}" for name in modes},
            TRAIN_RETURN: "mean return of the training episodes (stochastic policy) that "
                          "ended in the update; blank when none ended"}
     if success:

@@ -85,7 +85,7 @@ def _start(cfg: TrainConfig, trainer: Trainer, say, resuming: bool, steps=(),
     hps, train_keys, eval_keys = place.put((stack_hparams(runs), train_keys, eval_keys))
     fns = VmappedRuns(trainer, program_key(cfg, trainer, place) if stored else None)
     if place.num_devices == 1 and jax.process_count() == 1:  # ahead: unsharded inputs only
-        fns.compile_ahead(train_keys, hps, eval_keys)
+        fns.compile_ahead(train_keys, hps, eval_keys if cfg.eval_chunks else None)
     t0 = time.time()
     state = fns.init(train_keys, hps)
     ckpts, start, wall0, records = None, 0, 0.0, None

@@ -154,9 +154,10 @@ class VmappedRuns:
                 return compiled(*args)
         return self._pick(name, num_runs)(*args)
 
-    def compile_ahead(self, keys, hps, eval_keys) -> None:
+    def compile_ahead(self, keys, hps, eval_keys=None) -> None:
         """Trace and compile init here, and meanwhile trace and compile the chunk and then the
-        evaluation on a daemon thread: the chunk's tracing overlaps init's compilation, the
+        evaluation (none without ``eval_keys``: a run that never evaluates) on a daemon
+        thread: the chunk's tracing overlaps init's compilation, the
         evaluation's compilation overlaps the first chunks' training. Each call waits for
         its program; a program whose inputs turn out otherwise (another shape or type) is
         compiled on the call as before. What compiling raised is raised by the call that
@@ -167,10 +168,11 @@ class VmappedRuns:
         state = (init.eval_shape(keys, hps) if isinstance(init, StoredProgram)
                  else jax.eval_shape(init, keys, hps))  # from the trace lower() made
         inputs = {"chunk": (state, hps), "evaluate": (policy_part(state), eval_keys)}
-        futures = {name: Future() for name in self.AHEAD}
+        names = [n for n in self.AHEAD if n != "evaluate" or eval_keys is not None]
+        futures = {name: Future() for name in names}
 
         def work():
-            for name in self.AHEAD:
+            for name in names:
                 try:
                     fn = self._pick(name, num_runs).lower(*inputs[name]).compile()
                     futures[name].set_result((signature(inputs[name]), fn))

@@ -159,7 +159,8 @@ def plot_returns(df, out: Path, estimator: str, reps: int, source: str = "auto")
         tables = {x: curves(sub, x, estimator, reps, source=src)
                   for x in ("env_steps", "wall_time_s")}
         marks = {x: curves(sub, x, estimator, reps, source=eval_source(sub)) for x in tables} \
-            if src == TRAIN_RETURN and sub[eval_source(sub)].notna().any() else None
+            if src == TRAIN_RETURN and eval_source(sub) != TRAIN_RETURN \
+            and sub[eval_source(sub)].notna().any() else None
         fig = Figure(figsize=(11, 4))
         axes = fig.subplots(1, 2)
         for ax, (x, table) in zip(axes, tables.items()):

@@ -67,7 +67,9 @@ class RunOptions:
     dispatched after the chunk it follows):
     1, after the last chunk only; N >= 2, at step 0 and after N - 1 chunks spread evenly
     over the run, the last one included (Brax's num_evals); more than the chunks: after
-    every chunk. Curves between them come from the training episodes."""
+    every chunk. Curves between them come from the training episodes. 0: none (the
+    evaluation program is never compiled; the records hold the training episodes' returns
+    only, which tables and plots then use; ``pgjax eval`` evaluates the saved policy later)."""
     eval_envs: int = 16
     """Evaluation environments (one full episode each)."""
     eval_mode: str = "auto"
@@ -132,10 +134,12 @@ class RunOptions:
     @property
     def eval_chunks(self) -> tuple[int, ...]:
         """The chunk counts after which the runs are evaluated (0: before training), from
-        ``evals``: the last chunk always; with evals >= 2 also step 0, the rest evenly
-        spaced between."""
+        ``evals``: none for 0; else the last chunk always; with evals >= 2 also step 0,
+        the rest evenly spaced between."""
         c = self.num_chunks
-        if self.evals <= 1:
+        if self.evals == 0:
+            return ()
+        if self.evals == 1:
             return (c,)
         n = min(self.evals, c + 1)
         return tuple(sorted({(2 * i * c + n - 1) // (2 * (n - 1)) for i in range(n)}))
@@ -193,8 +197,11 @@ class RunOptions:
             raise ConfigError(f"checkpoint_seconds must be >= 0, got {self.checkpoint_seconds}; "
                               f"pass --checkpoint-seconds 0 to save every --checkpoint-every "
                               f"chunks")
-        check_counts(self, ("seeds", "steps", "num_envs", "rollout_len", "eval_every", "evals",
+        check_counts(self, ("seeds", "steps", "num_envs", "rollout_len", "eval_every",
                             "eval_envs"))
+        if not 0 <= self.evals <= INT_MAX:
+            raise ConfigError(f"evals must be in [0, {INT_MAX:,}], got {self.evals}; pass "
+                              f"--evals 1 (after the last chunk) or --evals 0 (none)")
         if not 0 <= self.seed <= INT_MAX - self.seeds:
             raise ConfigError(f"seed must be in [0, {INT_MAX - self.seeds:,}] for {self.seeds} "
                               f"seeds, got {self.seed}; pass --seed in that range (e.g. "
