@@ -165,9 +165,15 @@ def pgjax(steps: int, cache: Path, out: Path, name: str, way: str) -> dict:
     return {**_compile(c), "whole_s": whole, "env_steps": env_steps,
             "steps_per_s": chunk_steps / float(np.median(chunks[1:])),
             "whole_per_step_us": whole / env_steps * 1e6,
-            # the last held-out evaluation (none with --evals 0) and training episodes' return
-            "last_eval_return": float(np.append(np.nan, m["eval_return"].dropna())[-1]),
-            "last_train_return": float(np.append(np.nan, m["train_return"].dropna())[-1])}
+            # the last held-out evaluation (None with --evals 0) and training episodes' return
+            "last_eval_return": _last(m["eval_return"]),
+            "last_train_return": _last(m["train_return"])}
+
+
+def _last(column) -> float | None:
+    """A column's last recorded value (None where it has none: valid JSON, unlike NaN)."""
+    values = column.dropna().to_numpy()
+    return float(values[len(values) - 1]) if len(values) else None
 
 
 def main() -> None:

@@ -129,12 +129,14 @@ def test_training_chunk_compiles_once_across_chunks(env, tmp_path, monkeypatch):
     assert made[0].compiled() == {"init": 1, "chunk": 1, "evaluate": 1, "restart": 0}
 
 
-def test_evals_0_compiles_no_evaluation_and_tables_read_training_returns(tmp_path, monkeypatch):
+def test_evals_0_compiles_no_evaluation_and_tables_read_training_returns(tmp_path, monkeypatch,
+                                                                          capsys):
     """--evals 0: the evaluation program is never traced or compiled, no eval cell is
     filled, config.json says so, and the run's summary and tables use the training
     episodes' returns (labelled as such), the same as a run's training-return curve."""
     import pgjax.loop.runner as runner_mod
     from pgjax.analysis import results
+    from pgjax.tools.trained import evaluate
 
     cfg = dataclasses.replace(SMALL, out=str(tmp_path), name="e0", seeds=2, evals=0)
     assert cfg.eval_chunks == ()
@@ -172,6 +174,18 @@ def test_evals_0_compiles_no_evaluation_and_tables_read_training_returns(tmp_pat
     assert summary["returns"].iloc[0].startswith("training-episode return")
     np.testing.assert_allclose(summary["final_eval_return_mean"].iloc[0], np.mean(per_run))
     assert len(rec.run_dirs) == 2
+    # the training returns only where every run was trained with --evals 0: runs of the
+    # default --evals 1 not evaluated yet (unfinished) do not switch to them
+    table = results.run_table(df)
+    other = df.copy()
+    other.attrs["runs"] = results._Runs(table.assign(evals=1))
+    assert results.eval_source(other) == "eval_return"
+    # load() (evaluation rows) has none of them, and says so
+    assert len(results.load([root], command="results")) == 0
+    assert "recorded no held-out evaluation (--evals 0)" in capsys.readouterr().err
+    # nothing to reproduce with the last evaluation's keys
+    with pytest.raises(ConfigError, match="--evals 0"):
+        evaluate(root, final_keys=True)
 
 
 def test_records_directory(tmp_path):

@@ -115,6 +115,7 @@ def plot_curves(df: pd.DataFrame, path, title: str = "", x: str = "env_steps") -
     fig = Figure(figsize=(6, 4))
     ax = fig.subplots()
     source = curve_source(df) if len(df) else DETERMINISTIC.return_column
+    marks = None
     if len(df):
         marks = curve_table(return_points(df, eval_source(df)), x) \
             if source == TRAIN_RETURN and eval_source(df) != TRAIN_RETURN else None
@@ -153,9 +154,11 @@ def plot_curves(df: pd.DataFrame, path, title: str = "", x: str = "env_steps") -
                               f"failed (summary.csv)")
     ax.set_xlabel(x.replace("_", " "))
     ax.set_ylabel(f"{RETURN_LABELS[source]}\n({BAND_AXIS})", fontsize=8)
-    if source == TRAIN_RETURN:
+    if source == TRAIN_RETURN and marks is not None:
         ax.set_title(f"{title}\nlines: training episodes; markers: held-out evaluations",
                      fontsize=9)
+    elif source == TRAIN_RETURN:
+        ax.set_title(f"{title}\nlines: training episodes (no held-out evaluation)", fontsize=9)
     else:
         ax.set_title(title)
     ax.grid(alpha=0.3)

@@ -55,10 +55,11 @@ FINAL_WINDOW = 0.05  # final return: the evaluations over the last 5% of trainin
 def eval_source(df: pd.DataFrame) -> str:
     """The evaluation final-return tables use by default: the stochastic policy's where
     every run recorded it (``--eval-mode stochastic|both``, the stateful policy's default),
-    else the deterministic policy's; the training episodes' returns where no run recorded
-    an evaluation and ``df`` holds training rows (``--evals 0``)."""
-    if (TRAIN_RETURN in df and df[TRAIN_RETURN].notna().any()
-            and not any(df[c].notna().any() for c in EVAL_SOURCES if c in df)):
+    else the deterministic policy's; the training episodes' returns where every run was
+    trained with ``--evals 0`` (no evaluation) and ``df`` holds training rows."""
+    table = run_table(df)
+    if (table is not None and len(table) and (table["evals"] == 0).all()
+            and TRAIN_RETURN in df and df[TRAIN_RETURN].notna().any()):
         return TRAIN_RETURN
     n = df["run"].nunique()
     ok = df[df[STOCHASTIC.return_column].notna()]["run"].nunique() if n else 0

@@ -102,7 +102,8 @@ def _grid_label(record: dict, run: dict) -> str:
 def runs(paths, include_unfinished: bool = False, command: str = "results") -> pd.DataFrame:
     """One row per run found at or under ``paths``: the ``RUN_COLUMNS``, ``root`` (its run
     directory), ``id``, ``hparams`` (its traced hyperparameters: the grid point),
-    ``eval_every``, ``episode_length`` (the time limit, None: the task's own),
+    ``eval_every``, ``evals`` (its held-out evaluations; 0: none), ``episode_length`` (the
+    time limit, None: the task's own),
     ``task_options`` (options that change the task, ``pgjax.envs.task_options``; "" for
     none), the failure (``failed_update``, ``error``) and ``.attrs["options"]`` ({dir: flat
     options}).
@@ -143,11 +144,12 @@ def runs(paths, include_unfinished: bool = False, command: str = "results") -> p
                          "episode_length": c.get("episode_length"),
                          "task_options": task_options(c["env"], c),
                          "eval_every": int(c.get("eval_every", 1)),
+                         "evals": int(c.get("evals", 1)),
                          "used": used, "failed_update": (failure or {}).get("update"),
                          "error": (failure or {}).get("error")})
     table = pd.DataFrame(rows, columns=RUN_COLUMNS + [
-        "root", "id", "hparams", "labelled", "episode_length", "task_options", "eval_every", "used",
-        "failed_update", "error"])
+        "root", "id", "hparams", "labelled", "episode_length", "task_options", "eval_every",
+        "evals", "used", "failed_update", "error"])
     table["failed_update"] = table["failed_update"].astype("Int64")
     _tell_apart(table, options)
     table = table.drop(columns=["used", "labelled"])
@@ -361,6 +363,13 @@ def load(paths, include_unfinished: bool = False, include_failed: bool = False,
     Needs only the records (config.json, metrics), not the parameters."""
     rows = metrics(paths, include_unfinished, include_failed, command)
     table = run_table(rows)
+    unevaluated = sorted(set(table.loc[(table["evals"] == 0) & (table["status"] == "finished"),
+                                       "dir"]))
+    if unevaluated and command:
+        print(f"pgjax {command}: note: {', '.join(unevaluated)} recorded no held-out "
+              f"evaluation (--evals 0) and {'has' if len(unevaluated) == 1 else 'have'} no rows "
+              f"here; read {'its' if len(unevaluated) == 1 else 'their'} training returns with "
+              f"results.metrics (as pgjax plot does)", file=sys.stderr)
     ev_cols = [c for c in rows.columns if c.startswith("eval_")]
     ev = rows[rows[list(EVAL_SOURCES)].notna().any(axis=1)]
     out = ev[RUN_COLUMNS + ["iteration", "env_steps", "wall_time_s"] + ev_cols].reset_index(

@@ -320,7 +320,8 @@ def plot_main(argv: list[str]) -> int:
                         "it (success, success_stochastic: SMAX's won battles), or auto: the "
                         "stochastic evaluations where every run recorded 3 or more, else the "
                         "deterministic ones, else train (tables: the stochastic evaluation "
-                        "where every run has one, else the deterministic). The others write "
+                        "where every run has one, else the deterministic; train where every "
+                        "run was trained with --evals 0). The others write "
                         "returns_<choice>_<env>.*, aggregate_<choice>.csv and "
                         "improvement_<choice>.csv beside the auto ones; every table says in "
                         "its returns column what it shows")

@@ -125,6 +125,9 @@ def evaluate(path, episodes: int = 16, seed: int = 0, stochastic: bool = False,
                           f"--include-unfinished to evaluate its latest parameters as they are")
     record = read_json(root / "config.json", "the run's config.json")
     cfg = read_config(root, record, trust_plugins, plugins, allow_changed_plugins)
+    if final_keys and cfg.evals == 0:
+        raise ConfigError(f"{root} was trained with --evals 0: it has no last evaluation to "
+                          f"reproduce; drop --final-keys (fresh episodes from --seed)")
     if final_keys:
         episodes = cfg.eval_envs
     if episodes < 1:
