@@ -41,7 +41,9 @@ BRAX_PINS = ["jax[cpu]==0.7.2", "brax==0.14.2", "playground==0.2.0", "mujoco==3.
              "mujoco-mjx==3.6.0"]
 # pgjax's DM Control sweep (experiments/sweeps/playground_dmc.toml) at Playground's settings
 # scaled to 256 envs: an update of 122,880 steps (Brax: batch 128 x 32 minibatches x unroll
-# 30; pgjax: 256 envs x 480 steps), 8 updates, 32 stochastic evaluation episodes every 2
+# 30; pgjax: 256 envs x 480 steps), 8 updates, 32 stochastic evaluation episodes at step 0
+# and after every 2 updates (``evals`` of them after training starts: Brax's num_evals
+# evals + 1, pgjax's --evals evals + 1)
 PLAYGROUND = {"steps": 983_040, "num_envs": 256, "batch_size": 128, "minibatches": 32,
               "unroll": 30, "eval_every": 2, "eval_envs": 32, "evals": 4}
 
@@ -154,10 +156,22 @@ def playground(tasks: list[str], seeds: int, out: Path) -> None:
 
     from pgjax.analysis import results as res
 
+    g = PLAYGROUND
+    if seeds < res.MIN_SEEDS:
+        raise SystemExit(f"--seeds {seeds}: a verdict needs at least {res.MIN_SEEDS} seeds per "
+                         f"side; pass --seeds {res.MIN_SEEDS}")
     done = json.loads(out.read_text()) if out.exists() else {}
-    save = lambda: out.write_text(json.dumps(done, indent=1))
+    if done.setdefault("settings", g) != g:
+        raise SystemExit(f"{out} holds runs at other settings ({done['settings']}); pass "
+                         f"another --out, or move it away to start again")
+
+    def save():  # whole or not at all: a kill mid-write leaves the previous file
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(done, indent=1))
+        os.replace(tmp, out)
+
     runs = out.with_suffix("")  # pgjax's run directories
-    brax_python, g = ensure_brax_venv(), PLAYGROUND
+    brax_python = ensure_brax_venv()
     # Playground resets every training env after each update (num_resets_per_eval 10 at its
     # 60M steps: one update per reset); 2 per evaluation keeps that at this budget
     update = g["batch_size"] * g["minibatches"] * g["unroll"]  # env steps per update
@@ -173,35 +187,49 @@ def playground(tasks: list[str], seeds: int, out: Path) -> None:
                       "--batch-size", str(g["batch_size"]), "--num-evals",
                       str(g["evals"] + 1), "--eval-envs", str(g["eval_envs"]),
                       "--resets-per-eval", str(resets), "--seed", str(seed)])
+            if r["points"][-1]["env_steps"] != g["steps"]:
+                raise SystemExit(f"Brax's {task} seed {seed} ended at "
+                                 f"{r['points'][-1]['env_steps']:,} steps, not {g['steps']:,}")
             row["brax"][str(seed)] = {**r, "process_s": time.time() - t}
             print(json.dumps({"task": task, "side": "brax", "seed": seed,
                               "final": r["points"][-1]["eval_return"],
                               "process_s": time.time() - t}), flush=True)
             save()
-        if "pgjax" not in row:
+        if row.get("pgjax", {}).get("seeds") != seeds:  # not run yet, or other seeds
             t = time.time()
             cmd = [sys.executable, "-m", "pgjax.cli", "train", "--preset", "playground-dmc",
                    "--env", f"playground:{task}", "--num-envs", str(g["num_envs"]),
                    "--steps", str(g["steps"]), "--eval-every", str(g["eval_every"]),
-                   "--eval-envs", str(g["eval_envs"]), "--evals", str(g["evals"]),
+                   "--eval-envs", str(g["eval_envs"]), "--evals", str(g["evals"] + 1),
                    "--seeds", str(seeds), "--out", str(runs), "--name", task, "--quiet",
                    "--overwrite"]
-            p = subprocess.run(cmd, capture_output=True, text=True)
+            # a first run, as each Brax process is: nothing loaded from pgjax's caches
+            p = subprocess.run(cmd, capture_output=True, text=True,
+                               env={**os.environ, "PGJAX_COMPILE_CACHE": "off"})
             if p.returncode:
                 raise RuntimeError(f"{cmd} failed:\n{p.stderr[-3000:]}")
             final = res.finals(res.load([runs / task], command="vs_brax.py"))
+            if len(final) != seeds or int(final["env_steps"].max()) != g["steps"]:
+                raise SystemExit(f"pgjax on {task}: {len(final)} finished runs at "
+                                 f"{int(final['env_steps'].max()):,} steps, not {seeds} at "
+                                 f"{g['steps']:,}")
             row["pgjax"] = {"process_s": time.time() - t, "seeds": seeds,
                             "finals": final.sort_values("seed")["final"].tolist(),
                             "env_steps": int(final["env_steps"].max())}
             save()
         mine = np.asarray(row["pgjax"]["finals"], float)
-        theirs = np.asarray([b["points"][-1]["eval_return"] for b in row["brax"].values()])
-        v = res.verdict(mine, theirs)
-        brax_s = sum(b["process_s"] for b in row["brax"].values())
+        theirs = np.asarray([row["brax"][str(i)]["points"][-1]["eval_return"]
+                             for i in range(seeds)])
+        try:
+            v = res.verdict(mine, theirs)
+            said = {"verdict": v.outcome, "difference": v.difference,
+                    "difference_ci95": v.ci95}
+        except res.VerdictError as e:  # e.g. a non-finite return: recorded, not raised
+            said = {"verdict": f"no verdict ({e})"}
+        brax_s = sum(row["brax"][str(i)]["process_s"] for i in range(seeds))
         row["summary"] = {
             "pgjax_final": mine.mean(), "pgjax_ci95": res.ci_or_range(mine),
-            "brax_final": theirs.mean(), "brax_ci95": res.ci_or_range(theirs),
-            "verdict": v.outcome, "difference": v.difference, "difference_ci95": v.ci95,
+            "brax_final": theirs.mean(), "brax_ci95": res.ci_or_range(theirs), **said,
             "pgjax_us_per_step": row["pgjax"]["process_s"] / (len(mine) * g["steps"]) * 1e6,
             "brax_us_per_step": brax_s / (len(theirs) * g["steps"]) * 1e6}
         print(json.dumps({"task": task, **row["summary"]}), flush=True)

@@ -149,6 +149,12 @@ PLAYGROUND_DMC = Preset(
     deviations=(
         "the Brax policy and GAE differences of the brax preset (tanh-squashed Gaussian with "
         "a state-dependent std; GAE per minibatch; truncation masked, here bootstrapped)",
+        "Brax's layers are LeCun-uniform and its initial std about 0.69 (softplus(0) + 0.001, "
+        "before the tanh); here orthogonal layers, a 0.01 policy head and std 1",
+        "Playground's trainer resets every training env after each update "
+        "(num_resets_per_eval), so its training episodes never run past one update's steps "
+        "per env (480); here an env restarts from its first state only when its episode ends "
+        "(at the 1000-step limit at the latest)",
         "Playground's override for PendulumSwingup (action repeat 4, 4 epochs) is keyed "
         "PendulumSwingUp and never applies in its own runs; this preset does not apply it "
         "either (pass --playground.action-repeat 4 --ppo.epochs 4 for the intended one)",
