@@ -97,13 +97,28 @@ def test_same_seed_twice_gives_identical_metrics(tmp_path):
     assert len(fa) == SMALL.num_iterations + 1
 
 
+def _keep_vmapped_runs(monkeypatch) -> list:
+    """The ``VmappedRuns`` that ``run`` builds, kept in the returned list as they are made."""
+    import pgjax.loop.runner as runner_mod
+
+    made = []
+    real = runner_mod.VmappedRuns
+
+    class Kept(real):
+        def __init__(self, t, *args):
+            super().__init__(t, *args)
+            made.append(self)
+
+    monkeypatch.setattr(runner_mod, "VmappedRuns", Kept)
+    return made
+
+
 # gymnax: a simulator whose reset state holds Python scalars (weakly typed)
 @pytest.mark.parametrize("env", ["jax:cartpole", pytest.param("gymnax:CartPole-v1",
                                                               marks=pytest.mark.slow)])
 def test_training_chunk_compiles_once_across_chunks(env, tmp_path, monkeypatch):
     """Three programs for the whole host loop, each traced and compiled once: init, the
     chunk, and the evaluation (here at step 0, mid-run and the end)."""
-    import pgjax.loop.runner as runner_mod
 
     if env.startswith("gymnax"):
         pytest.importorskip("gymnax")
@@ -114,15 +129,7 @@ def test_training_chunk_compiles_once_across_chunks(env, tmp_path, monkeypatch):
     # chex.assert_max_traces raises if a function is traced a second time
     for name in ("init", "chunk", "evaluate", "learn"):
         setattr(trainer, name, chex.assert_max_traces(getattr(trainer, name), n=1))
-    made = []
-    real = runner_mod.VmappedRuns
-
-    class Kept(real):
-        def __init__(self, t, *args):
-            super().__init__(t, *args)
-            made.append(self)
-
-    monkeypatch.setattr(runner_mod, "VmappedRuns", Kept)
+    made = _keep_vmapped_runs(monkeypatch)
     run(cfg, trainer=trainer)
     # init, the chunk and the evaluation compiled ahead (compile_ahead), and none again on
     # a call (their inputs were the shapes and types compiled for)
@@ -134,7 +141,6 @@ def test_evals_0_compiles_no_evaluation_and_tables_read_training_returns(tmp_pat
     """--evals 0: the evaluation program is never traced or compiled, no eval cell is
     filled, config.json says so, and the run's summary and tables use the training
     episodes' returns (labelled as such), the same as a run's training-return curve."""
-    import pgjax.loop.runner as runner_mod
     from pgjax.analysis import results
     from pgjax.tools.trained import evaluate
 
@@ -146,15 +152,7 @@ def test_evals_0_compiles_no_evaluation_and_tables_read_training_returns(tmp_pat
         raise AssertionError("the evaluation was traced")
 
     trainer.evaluate = never
-    made = []
-    real = runner_mod.VmappedRuns
-
-    class Kept(real):
-        def __init__(self, t, *args):
-            super().__init__(t, *args)
-            made.append(self)
-
-    monkeypatch.setattr(runner_mod, "VmappedRuns", Kept)
+    made = _keep_vmapped_runs(monkeypatch)
     rec = run(cfg, trainer=trainer)
     assert made[0].compiled() == {"init": 1, "chunk": 1, "evaluate": 0, "restart": 0}
     root = tmp_path / "e0"
