@@ -299,7 +299,7 @@ CLAIMS = [
     {"what": "S2PG against memoryless PPO and BPTT (Al-Hafez et al., ICLR 2024), "
              "velocity-hidden Brax halfcheetah, each at its authors' settings",
      "dirs": ("protocol_s2pg_stateful", "protocol_s2pg_memoryless", "protocol_s2pg_bptt",
-              "protocol_s2pg_bptt_seeds_3_4"),
+              "protocol_s2pg_bptt_seed3", "protocol_s2pg_bptt_seed4"),
      "names": {"S2PG": "S2PG", "memoryless PPO": "memoryless PPO", "BPTT": "BPTT"},
      "verdicts": (("S2PG", "memoryless PPO", None), ("S2PG", "BPTT", None))},
     {"what": "HAPPO against MAPPO with one shared actor (HARL's baseline) and with separate "
@@ -436,7 +436,7 @@ PAPER_SETTINGS = {
         "verdicts": (("fixpo", "ppo"),)},
     "s2pg-protocol-finals": {
         "dirs": ("protocol_s2pg_stateful", "protocol_s2pg_memoryless", "protocol_s2pg_bptt",
-                 "protocol_s2pg_bptt_seeds_3_4"),
+                 "protocol_s2pg_bptt_seed3", "protocol_s2pg_bptt_seed4"),
         "names": {"S2PG": "S2PG", "BPTT": "BPTT-32", "memoryless PPO": "memoryless PPO"},
         "verdicts": (("S2PG", "memoryless PPO"), ("S2PG", "BPTT"))},
     "happo-protocol-finals": {
