@@ -439,6 +439,13 @@ PAPER_SETTINGS = {
                  "protocol_s2pg_bptt_seed3", "protocol_s2pg_bptt_seed4"),
         "names": {"S2PG": "S2PG", "BPTT": "BPTT-32", "memoryless PPO": "memoryless PPO"},
         "verdicts": (("S2PG", "memoryless PPO"), ("S2PG", "BPTT"))},
+    # the same runs' deterministic evaluations (the mean z' and mean action)
+    "s2pg-protocol-deterministic": {
+        "dirs": ("protocol_s2pg_stateful", "protocol_s2pg_memoryless", "protocol_s2pg_bptt",
+                 "protocol_s2pg_bptt_seed3", "protocol_s2pg_bptt_seed4"),
+        "source": "eval_return",
+        "names": {"S2PG": "S2PG", "BPTT": "BPTT-32", "memoryless PPO": "memoryless PPO"},
+        "verdicts": (("S2PG", "memoryless PPO"), ("S2PG", "BPTT"))},
     "happo-protocol-finals": {
         "dirs": ("protocol_happo", "protocol_happo_seeds_3_4", "protocol_happo_mappo_shared",
                  "protocol_happo_mappo_shared_seeds_3_4"),
@@ -465,14 +472,16 @@ def _verdict_text(v) -> str:
 
 def paper_settings(block: str) -> str:
     """A ``PAPER_SETTINGS`` table: per task and group the final return (mean over seeds with
-    its 95% CI, or the seeds' range below ``MIN_SEEDS``) and each seed's, then the verdicts."""
+    its 95% CI, or the seeds' range below ``MIN_SEEDS``) and each seed's, then the verdicts;
+    the evaluation is the spec's ``source`` (``auto``: ``results.eval_source``)."""
     from pgjax.analysis import results
     from pgjax.analysis.results import MIN_SEEDS, VerdictError, ci_or_range, verdict
 
     spec = PAPER_SETTINGS[block]
     # a sweep of more seeds not run yet adds nothing (its groups show the seeds there are)
     final = results.finals(results.load([SWEEPS / d for d in spec["dirs"]
-                                         if (SWEEPS / d).exists()], command="readme_claims.py"))
+                                         if (SWEEPS / d).exists()], command="readme_claims.py"),
+                           spec.get("source", "auto"))
     names = spec["names"]
     policy = results.RETURN_LABELS[final["source"].iloc[0]].split("(")[-1].split()[0]
     lines = [f"| task | group | final return ({policy} evaluation), mean [95% CI; below "

@@ -152,9 +152,18 @@ def test_a_sweep_group_names_itself_with_label(tmp_path):
         Sweep.from_dict(spec)
 
 
-@pytest.mark.parametrize("block", ["headline", "results-headline", "quickstart-claims",
-                                   "mujoco-table", "dmc-table", "tianshou-settings",
-                                   "preset-changes", "ant-observation"])
+GENERATED_BLOCKS = ["headline", "results-headline", "quickstart-claims", "claims",
+                    "mujoco-table", "dmc-table", "tianshou-settings", "preset-changes",
+                    "ant-observation", "jaxmarl-table", "fixpo-paper-finals",
+                    "s2pg-protocol-finals", "s2pg-protocol-deterministic",
+                    "happo-protocol-finals", "happo-paper-finals"]
+
+
+def test_every_generated_block_is_checked():
+    assert sorted(_experiment("readme_claims").BLOCKS) == sorted(GENERATED_BLOCKS)
+
+
+@pytest.mark.parametrize("block", GENERATED_BLOCKS)
 def test_readme_figures_match_the_committed_records(block):
     """Each block of figures (README.md's, a documentation page's or experiments/README.md's,
     as readme_claims.HOMES says) is what experiments/readme_claims.py computes from the
