@@ -1,6 +1,7 @@
 """Markdown tables from the JSON written by ``benchmarks/vs_brax.py``.
 
     python benchmarks/report_vs_brax.py benchmarks/results/vs_brax.json
+    python benchmarks/report_vs_brax.py benchmarks/results/playground_vs_brax.json
 """
 from __future__ import annotations
 
@@ -93,10 +94,44 @@ def scaling(res) -> list[str]:
     return out
 
 
+def _spread(s: dict, side: str) -> str:
+    lo, hi = s[f"{side}_ci95"]
+    return f"{fmt(s[f'{side}_final'])} [{fmt(lo)}, {fmt(hi)}]"
+
+
+def playground(res) -> list[str]:
+    """``--playground``'s results: per task each side's final returns, the verdict on pgjax
+    against Brax's trainer and the whole-process time per env step; a task still running
+    shows the Brax seeds it has."""
+    out = ["| task | Brax's trainer: final [95% CI] | pgjax: final [95% CI] | pgjax against "
+           "Brax | whole process, µs per env step: pgjax / Brax | per seed: pgjax; Brax |",
+           "|---|---|---|---|---:|---|"]
+    for task, row in res.items():
+        if task == "settings":
+            continue
+        theirs = [row["brax"][k]["points"][-1]["eval_return"] for k in sorted(row["brax"], key=int)]
+        per_seed = "; ".join(", ".join(fmt(x) for x in v)
+                             for v in (row.get("pgjax", {}).get("finals", []), theirs))
+        s = row.get("summary")
+        if s is None:  # not finished: the Brax seeds so far
+            out.append(f"| {task} | {len(theirs)} seeds so far | not run yet | | | "
+                       f"{per_seed} |")
+            continue
+        diff = (f" ({s['difference']:+,.0f} [{s['difference_ci95'][0]:+,.0f}, "
+                f"{s['difference_ci95'][1]:+,.0f}])" if "difference" in s else "")
+        out.append(f"| {task} | {_spread(s, 'brax')} | {_spread(s, 'pgjax')} | "
+                   f"**{s['verdict']}**{diff} | {s['pgjax_us_per_step']:.0f} / "
+                   f"{s['brax_us_per_step']:.0f} | {per_seed} |")
+    return out
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("json")
     res = json.loads(open(p.parse_args().json).read())
+    if "comparison" not in res:  # vs_brax.py --playground
+        print("\n".join(playground(res)))
+        return
     s = res["settings"]
     print(f"{res['machine']}, {res['cpus']} CPUs, {res['device']}, pgjax on jax "
           f"{res['pgjax_jax']}; {s['num_envs']} envs, unroll {s['unroll']}, "
