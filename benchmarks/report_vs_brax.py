@@ -109,7 +109,8 @@ def playground(res) -> list[str]:
     for task, row in res.items():
         if task == "settings":
             continue
-        theirs = [row["brax"][k]["points"][-1]["eval_return"] for k in sorted(row["brax"], key=int)]
+        theirs = [row["brax"][k]["points"][-1]["eval_return"]
+                  for k in sorted(row["brax"], key=int)]
         per_seed = "; ".join(", ".join(fmt(x) for x in v)
                              for v in (row.get("pgjax", {}).get("finals", []), theirs))
         s = row.get("summary")
