@@ -287,6 +287,9 @@ def ant_observation() -> str:
 # labels), the pair whose P(X > Y) is given, and the
 # comparisons a verdict is given for: (method, baseline, equivalence margin as a fraction of
 # the baseline's mean final return, where the paper claims equal returns, else None)
+# experiment 12c's sweeps: S2PG, memoryless PPO and BPTT (seeds 0-2, then 3 and 4 apart)
+S2PG_PROTOCOL_DIRS = ("protocol_s2pg_stateful", "protocol_s2pg_memoryless", "protocol_s2pg_bptt",
+                      "protocol_s2pg_bptt_seed3", "protocol_s2pg_bptt_seed4")
 CLAIMS = [
     {"what": "SPO against PPO (Xie et al., ICML 2025), Gymnasium Hopper-v5, the paper's "
              "7-layer policy (`--preset spo-paper`)",
@@ -298,8 +301,7 @@ CLAIMS = [
      "pair": ("fixpo", "ppo"), "kl": "fixpo", "verdicts": (("fixpo", "ppo", 0.1),)},
     {"what": "S2PG against memoryless PPO and BPTT (Al-Hafez et al., ICLR 2024), "
              "velocity-hidden Brax halfcheetah, each at its authors' settings",
-     "dirs": ("protocol_s2pg_stateful", "protocol_s2pg_memoryless", "protocol_s2pg_bptt",
-              "protocol_s2pg_bptt_seed3", "protocol_s2pg_bptt_seed4"),
+     "dirs": S2PG_PROTOCOL_DIRS,
      "names": {"S2PG": "S2PG", "memoryless PPO": "memoryless PPO", "BPTT": "BPTT"},
      "verdicts": (("S2PG", "memoryless PPO", None), ("S2PG", "BPTT", None))},
     {"what": "HAPPO against MAPPO with one shared actor (HARL's baseline) and with separate "
@@ -435,14 +437,12 @@ PAPER_SETTINGS = {
         "names": {"fixpo": "FixPO (`fixpo-paper`)", "ppo": "PPO (`cleanrl`)"},
         "verdicts": (("fixpo", "ppo"),)},
     "s2pg-protocol-finals": {
-        "dirs": ("protocol_s2pg_stateful", "protocol_s2pg_memoryless", "protocol_s2pg_bptt",
-                 "protocol_s2pg_bptt_seed3", "protocol_s2pg_bptt_seed4"),
+        "dirs": S2PG_PROTOCOL_DIRS,
         "names": {"S2PG": "S2PG", "BPTT": "BPTT-32", "memoryless PPO": "memoryless PPO"},
         "verdicts": (("S2PG", "memoryless PPO"), ("S2PG", "BPTT"))},
     # the same runs' deterministic evaluations (the mean z' and mean action)
     "s2pg-protocol-deterministic": {
-        "dirs": ("protocol_s2pg_stateful", "protocol_s2pg_memoryless", "protocol_s2pg_bptt",
-                 "protocol_s2pg_bptt_seed3", "protocol_s2pg_bptt_seed4"),
+        "dirs": S2PG_PROTOCOL_DIRS,
         "source": "eval_return",
         "names": {"S2PG": "S2PG", "BPTT": "BPTT-32", "memoryless PPO": "memoryless PPO"},
         "verdicts": (("S2PG", "memoryless PPO"), ("S2PG", "BPTT"))},
