@@ -1,20 +1,34 @@
-"""The same seed gives the same records, to the bit, as the runs kept in tests/data/golden
-(written by ``python tests/golden.py``): PPO with a traced-hyperparameter grid and every
-diagnostic, TRPO, SPO, FixPO, S2PG (the stateful policy) and HAPPO (the sequential
-multi-agent combinator)."""
+"""The same seed gives the same records as the runs kept in tests/data/golden (written by
+``python tests/golden.py``): PPO with a traced-hyperparameter grid and every diagnostic,
+TRPO, SPO, FixPO, S2PG (the stateful policy) and HAPPO (the sequential multi-agent
+combinator). To the bit on the CPU that wrote them; on another CPU within the float32
+rounding that XLA's CPU-specific code generation leaves (``golden.differences``), a bound
+that a 1% change of the learning rate exceeds."""
 from __future__ import annotations
 
 import pytest
 
-from golden import CASES, HERE, records
+from golden import CASES, HERE, differences, host_key, kept_host, records
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
-def test_records_equal_the_kept_ones_to_the_bit(case, tmp_path):
+def test_records_equal_the_kept_ones(case, tmp_path):
     kept = (HERE / f"{case}.csv").read_text()
     now = records(case, tmp_path)
-    assert now.splitlines() == kept.splitlines()
+    assert not differences(now, kept), differences(now, kept)[:10]
+    if kept_host(kept) == host_key():
+        # the CPU, JAX and XLA flags that wrote them: nothing may move at all
+        assert now.splitlines() == kept.splitlines()
+
+
+@pytest.mark.slow
+def test_a_one_percent_change_of_the_learning_rate_is_told_apart(tmp_path):
+    """The tolerance is no blanket: SPO's learning rate at 3.03e-4 instead of 3e-4 moves the
+    first update's KL by 1.6%, and the final parameters with it, beyond it."""
+    kept = (HERE / "spo.csv").read_text()
+    now = records("spo", tmp_path, **{"spo.lr": 3.03e-4})
+    assert differences(now, kept)
 
 
 def test_a_checkpoint_saved_with_one_part_dicts_restores_into_parts(tmp_path):
