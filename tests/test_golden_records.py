@@ -16,7 +16,8 @@ from golden import CASES, HERE, differences, host_key, kept_host, records
 def test_records_equal_the_kept_ones(case, tmp_path):
     kept = (HERE / f"{case}.csv").read_text()
     now = records(case, tmp_path)
-    assert not differences(now, kept), differences(now, kept)[:10]
+    moved = differences(now, kept)
+    assert not moved, moved[:10]
     if kept_host(kept) == host_key():
         # the CPU, JAX and XLA flags that wrote them: nothing may move at all
         assert now.splitlines() == kept.splitlines()
@@ -28,7 +29,9 @@ def test_a_one_percent_change_of_the_learning_rate_is_told_apart(tmp_path):
     first update's KL by 1.6%, and the final parameters with it, beyond it."""
     kept = (HERE / "spo.csv").read_text()
     now = records("spo", tmp_path, **{"spo.lr": 3.03e-4})
-    assert differences(now, kept)
+    moved = differences(now, kept)
+    # the same runs, columns and leaves: what moved is values
+    assert moved and not any(m.startswith("runs ") or "differ" in m for m in moved), moved
 
 
 def test_a_checkpoint_saved_with_one_part_dicts_restores_into_parts(tmp_path):
