@@ -75,17 +75,12 @@ def leaf_stats(path: Path) -> list[str]:
     import hashlib
 
     import numpy as np
-    from flax import serialization
+    from flax import serialization, traverse_util
 
-    def leaves(tree, prefix=""):
-        if isinstance(tree, dict):
-            for k in sorted(tree):
-                yield from leaves(tree[k], f"{prefix}/{k}")
-        else:
-            yield prefix, np.asarray(tree)
-
+    tree = serialization.msgpack_restore(path.read_bytes())
     lines = []
-    for name, x in leaves(serialization.msgpack_restore(path.read_bytes())):
+    for name, x in sorted(traverse_util.flatten_dict(tree, sep="/").items()):
+        name, x = f"/{name}", np.asarray(x)
         digest = hashlib.sha256(f"{x.dtype}:{x.shape}".encode()
                                 + np.ascontiguousarray(x).tobytes()).hexdigest()[:16]
         x64 = x.astype(np.float64)
