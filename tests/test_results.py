@@ -156,7 +156,8 @@ GENERATED_BLOCKS = ["headline", "results-headline", "quickstart-claims", "claims
                     "mujoco-table", "dmc-table", "tianshou-settings", "preset-changes",
                     "ant-observation", "jaxmarl-table", "fixpo-paper-finals",
                     "s2pg-protocol-finals", "s2pg-protocol-deterministic",
-                    "happo-protocol-finals", "happo-paper-finals"]
+                    "happo-protocol-finals", "happo-paper-finals", "playground-vs-brax",
+                    "playground-trace"]
 
 
 def test_every_generated_block_is_checked():

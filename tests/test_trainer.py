@@ -250,6 +250,70 @@ def test_reset_pool_redrawn_every_rollout_or_fixed(policy):
         np.testing.assert_array_equal(later, pools["fixed"][0])
 
 
+@pytest.mark.parametrize("policy", ["auto", pytest.param("recurrent", marks=pytest.mark.slow)])
+def test_reset_pool_update_starts_every_rollout_on_fresh_episodes(policy):
+    """--reset-pool update puts every environment on a fresh episode before each rollout (as
+    Brax's trainer resets its envs between updates): no episode outlives one rollout, the
+    rollouts start from new draws of the task's initial states, and the policy's carry
+    starts afresh with them; with the pool kept (fixed) episodes run across rollouts."""
+    from pgjax.training.train import make_trainer
+
+    lengths = {}
+    for mode in ("update", "fixed"):
+        cfg = dataclasses.replace(SMALL, policy=policy, reset_pool=mode)
+        trainer = make_trainer(cfg)
+        hp = cfg.base_hparams()
+        state = jax.jit(trainer.init)(jax.random.PRNGKey(0), hp)
+        firsts, lengths[mode] = [], []
+        for _ in range(4):
+            state, _ = jax.jit(trainer.iteration)(state, hp)
+            lengths[mode].append(np.asarray(state.rollout.env_state.t))
+        if mode == "update":
+            for i in range(3):
+                start = jax.jit(trainer.next_start)(state.rollout, jax.random.PRNGKey(i))
+                assert (np.asarray(start.env_state.t) == 0).all()
+                for a, b in zip(jax.tree.leaves(start.carry),
+                                jax.tree.leaves(trainer.start(jax.random.PRNGKey(9)).carry)):
+                    np.testing.assert_array_equal(a, b)  # the initial carry
+                firsts.append(np.asarray(start.obs))
+            # CartPole's initial states: every coordinate uniform in [-0.05, 0.05], new draws
+            assert all(np.abs(f).max() <= 0.05 for f in firsts)
+            assert np.abs(firsts[0] - firsts[1]).min() > 0
+    assert max(t.max() for t in lengths["update"]) <= SMALL.rollout_len
+    assert max(t.max() for t in lengths["fixed"]) > SMALL.rollout_len
+
+
+def test_gae_segments_bootstrap_at_every_segment_end():
+    """--gae-segment L computes GAE within each L-step piece of the rollout on its own, the
+    piece's last step bootstrapped from the value of its next observation (Brax's GAE per
+    unroll): checked against a plain loop over the pieces."""
+    T, L = SMALL.rollout_len, 5  # pieces of 5, 5, 5 and 1 steps
+    advantages = {}
+    for segment in (None, L):
+        trainer = Trainer(dataclasses.replace(SMALL, gae_segment=segment))
+        hp = trainer.cfg.base_hparams()
+        state, k_roll, _ = trainer.split(jax.jit(trainer.init)(jax.random.PRNGKey(4), hp))
+        end, traj = jax.jit(trainer.collect)(state, k_roll)
+        prep = jax.jit(trainer.make_batch)(state.replace(rollout=end), traj, hp)
+        v = np.asarray(prep.forward.value)
+        advantages[segment] = np.asarray(prep.ret) - v
+    r, nv = np.asarray(prep.reward), np.asarray(prep.forward.next_value)
+    term, trunc = np.asarray(traj.terminated), np.asarray(traj.truncated)
+    gamma, lam = hp["gamma"], hp["gae_lambda"]
+    want = np.zeros_like(v)
+    for n in range(v.shape[1]):
+        adv = 0.0
+        for t in reversed(range(T)):
+            cut = (t + 1) % L == 0 or t == T - 1 or term[t, n] or trunc[t, n]
+            delta = r[t, n] + (0.0 if term[t, n] else gamma * nv[t, n]) - v[t, n]
+            adv = delta + (0.0 if cut else gamma * lam * adv)
+            want[t, n] = adv
+    np.testing.assert_allclose(advantages[L], want, rtol=1e-5, atol=1e-5)
+    assert np.abs(advantages[L] - advantages[None]).max() > 1e-2  # the cuts change them
+    with pytest.raises(ConfigError, match="pass --gae-segment in that range"):
+        dataclasses.replace(SMALL, gae_segment=T + 1).validate()
+
+
 def test_fixed_reset_pool_restarts_every_episode_from_the_same_state():
     from pgjax.training.rollout import RolloutCarry, rollout
 

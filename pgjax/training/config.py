@@ -17,9 +17,10 @@ import tyro
 from pgjax.algos import ALGORITHMS
 from pgjax.algos.multiagent import ALIASES, AgentsConfig
 from pgjax.envs import family_of
-from pgjax.core.errors import ConfigError
+from pgjax.core.errors import ConfigError, check_choice
 from pgjax.core.hparams import traced, traced_fields
 from pgjax.training.kinds import NetConfig
+from pgjax.model.advantages import FORMS
 from pgjax.model.normalize import NormConfig
 from pgjax.training.options import (INT_MAX, LEGACY, RENAMED, _parse_option,
                                     check_finite, component_options, config_class, fill_label,
@@ -56,6 +57,14 @@ class TrainConfig(RunOptions):
     """Discount factor (traced)."""
     gae_lambda: float = traced(0.95)
     """GAE lambda (traced)."""
+    gae_segment: Optional[int] = None
+    """GAE within segments of this many steps of each rollout, each segment's last step
+    bootstrapped from the value of its next observation, as Brax's PPO computes it per
+    unroll (unroll_length); None: over the whole rollout."""
+    advantage: str = "gae"
+    """The policy's advantage: gae (GAE), or lambda-return (r_t + gamma * G_{t+1} - V(s_t),
+    with G the lambda-return: Brax's PPO, IMPALA's policy gradient). Value targets are the
+    lambda-returns either way."""
     grid: tuple[str, ...] = ()
     """Traced-hyperparameter grid, e.g. --grid ppo.lr=1e-4,3e-4 ppo.clip_eps=0.1,0.2."""
     plugins: tuple[str, ...] = ()
@@ -168,6 +177,11 @@ class TrainConfig(RunOptions):
                               f"compiled program; {self.env} is stepped on the host (use "
                               f"--policy stateful or window)")
         self.validate_run(family)
+        check_choice(self.advantage, FORMS, "advantage", "--advantage")
+        if self.gae_segment is not None and not 1 <= self.gae_segment <= self.rollout_len:
+            raise ConfigError(f"gae_segment must be in [1, {self.rollout_len}] (the rollout's "
+                              f"length), got {self.gae_segment}; pass --gae-segment in that "
+                              f"range, or drop it for GAE over the whole rollout")
         for key in self.used():  # the sub-configs of components not used are not read
             if key not in ALGORITHMS:
                 getattr(self.section(key), "validate", lambda cfg: None)(self)

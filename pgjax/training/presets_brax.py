@@ -41,8 +41,10 @@ BRAX = Preset(
         "Brax's policy is a tanh-squashed Gaussian with a state-dependent std (softplus + "
         "0.001); pgjax's is a Gaussian with a learned state-independent log-std, actions "
         "clipped by the environment",
-        "Brax recomputes GAE inside every minibatch with the current critic and uses "
-        "r + gamma * v_{t+1} - V_t as the advantage; pgjax computes GAE once per rollout",
+        "Brax recomputes GAE inside every minibatch with the current critic, per unroll, and "
+        "uses r + gamma * G_{t+1} - V_t (G the lambda-return) as the advantage; pgjax "
+        "computes GAE once per rollout (--gae-segment <unroll> and --advantage lambda-return "
+        "do Brax's segments and advantage; --ppo.recompute-adv recomputes before each epoch)",
         "Brax masks truncated transitions; pgjax bootstraps them",
         "Brax does not clip normalised observations; pgjax clips them to +-10",
         "pgjax minibatches are shuffled transitions, Brax's are whole unroll sequences"))
@@ -154,7 +156,8 @@ PLAYGROUND_DMC = Preset(
         "Playground's trainer resets every training env after each update "
         "(num_resets_per_eval), so its training episodes never run past one update's steps "
         "per env (480); here an env restarts from its first state only when its episode ends "
-        "(at the 1000-step limit at the latest)",
+        "(at the 1000-step limit at the latest); --reset-pool update resets them as "
+        "Playground does",
         "Playground's override for PendulumSwingup (action repeat 4, 4 epochs) is keyed "
         "PendulumSwingUp and never applies in its own runs; this preset does not apply it "
         "either (pass --playground.action-repeat 4 --ppo.epochs 4 for the intended one)",

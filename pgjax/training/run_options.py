@@ -14,6 +14,8 @@ from pgjax.core.errors import ConfigError, check_choice
 from pgjax.training.options import INT_MAX, check_counts
 from pgjax.core.registry import POLICY_KINDS
 
+RESET_POOLS = ("rollout", "fixed", "update")  # --reset-pool: see RunOptions.reset_pool
+
 EVAL_MODES = ("auto", "deterministic", "stochastic", "both")
 DIAGNOSTICS = ("cheap", "full")
 
@@ -55,7 +57,11 @@ class RunOptions:
     ends. rollout: a reset pool redrawn with fresh keys once per rollout (new initial states
     all run long); fixed: one reset state per environment drawn at the start and reused for
     the whole run, as Brax's training wrapper does (its training program then contains no
-    simulator reset, which shortens compilation). Host environments reset themselves."""
+    simulator reset, which shortens compilation); update: every environment starts a fresh
+    episode before each rollout (as Brax's trainer resets them between updates: training
+    episodes are then at most one rollout long, cut episodes bootstrapped; their returns are
+    never complete, so the records' training returns stay empty). Host environments reset
+    themselves."""
     observe: str = "full"
     """Observation filter for partial observability: full, positions (velocities hidden)
     or velocities (positions hidden); locomotion tasks only."""
@@ -225,11 +231,15 @@ class RunOptions:
                 raise ConfigError(f"anneal_steps {self.anneal_steps:,} is shorter than the run "
                                   f"({self.steps:,} steps): its learning rate would be 0 after "
                                   f"the horizon; pass --anneal-steps >= --steps, or drop it")
-        check_choice(self.reset_pool, ("rollout", "fixed"), "reset_pool", "--reset-pool")
-        if self.reset_pool == "fixed" and family.host:
-            raise ConfigError("--reset-pool fixed applies to environments stepped in the "
-                              "compiled program; a host environment resets itself every "
-                              "episode: drop --reset-pool")
+        check_choice(self.reset_pool, RESET_POOLS, "reset_pool", "--reset-pool")
+        if self.reset_pool != "rollout" and family.host:
+            raise ConfigError(f"--reset-pool {self.reset_pool} applies to environments "
+                              "stepped in the compiled program; a host environment resets "
+                              "itself every episode: drop --reset-pool (use the default)")
+        if self.reset_pool == "update" and self.evals == 0:
+            raise ConfigError("--reset-pool update ends every training episode after one "
+                              "rollout, so only those that end sooner have a return and "
+                              "--evals 0 would report them alone; pass --evals 1 or more")
         if self.observe not in OBSERVE:
             raise ConfigError(f"unknown observe '{self.observe}'; pass --observe with one of "
                               f"{', '.join(OBSERVE)}")

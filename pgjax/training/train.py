@@ -184,18 +184,24 @@ class Trainer:
         key, k_roll, k_update = jax.random.split(state.key, 3)
         return state.replace(key=key), k_roll, k_update
 
-    def next_pool(self, env_state):
-        """The environment state a rollout starts from: its reset pool redrawn
-        (``--reset-pool rollout``) or kept (``fixed``)."""
-        return self.env.refresh(env_state) if self.cfg.reset_pool == "rollout" else env_state
+    def next_start(self, carry: RolloutCarry, key) -> RolloutCarry:
+        """Where the next rollout starts (``--reset-pool``): ``carry`` with its reset pool
+        redrawn (rollout) or kept (fixed); or (update) every environment on a fresh
+        episode with a fresh pool, drawn with ``key`` (the episodes cut short are
+        bootstrapped like any rollout's end: Brax's trainer resets every env between updates
+        so)."""
+        if self.cfg.reset_pool == "update":
+            return self.start(key)
+        if self.cfg.reset_pool == "rollout":
+            return carry.replace(env_state=self.env.refresh(carry.env_state))
+        return carry
 
     # -- the stages -------------------------------------------------------------------------
     def collect(self, state: TrainState, key):
-        """One rollout from ``state.rollout`` (reset pool redrawn first, unless fixed):
+        """One rollout from ``state.rollout`` as it stands (``next_start`` has placed it):
         (carry at its end, Transition [T, N])."""
-        start = state.rollout.replace(env_state=self.next_pool(state.rollout.env_state))
         stats = state.obs_stats if self.cfg.norm.normalize_obs else None
-        return rollout(self.env, self.policy, state.params.actor, stats, start, key,
+        return rollout(self.env, self.policy, state.params.actor, stats, state.rollout, key,
                        self.cfg.rollout_len)
 
     def make_batch(self, state: TrainState, traj: Transition, hp, carry0=None,
@@ -213,14 +219,19 @@ class Trainer:
         new_state, reward = self.update_statistics(state, traj, hp)
         # --norm.value-norm: the critic works in units of the return std; GAE sees raw values
         value_norm = self.cfg.norm.value_norm
+        truncated = traj.truncated
+        if self.cfg.gae_segment is not None:  # bootstrapped at every segment's last step
+            t = jnp.arange(truncated.shape[0]).reshape((-1,) + (1,) * (truncated.ndim - 1))
+            truncated = truncated | ((t + 1) % self.cfg.gae_segment == 0) & ~traj.terminated
 
         def rows(f: Forward, ret_stats: RunningStats):
             """The batch's fields from a forward pass (value targets in critic units) and
             the statistics with its lambda-returns merged (value_norm)."""
             scale = jnp.sqrt(ret_stats.var + 1e-8) if value_norm else 1.0
             adv, ret = gae(_like(reward, f.value), f.value * scale, f.next_value * scale,
-                           _like(traj.terminated, f.value), _like(traj.truncated, f.value),
-                           self.hparams(hp).gamma, self.hparams(hp).gae_lambda)
+                           _like(traj.terminated, f.value), _like(truncated, f.value),
+                           self.hparams(hp).gamma, self.hparams(hp).gae_lambda,
+                           self.cfg.advantage)
             ret_stats = update_stats(ret_stats, ret) if value_norm else ret_stats
             return dict(obs=fwd.obs, action=fwd.action, log_prob=fwd.log_prob, dist=fwd.dist,
                         value=f.value, advantage=adv, ret=ret / scale), ret_stats
@@ -327,6 +338,9 @@ class Trainer:
 
     def iteration(self, state: TrainState, hp):
         state, k_roll, k_update = self.split(state)
+        # (fold_in: a key apart from the rollout's own splits of k_roll)
+        k_start = jax.random.fold_in(k_roll, 1) if self.cfg.reset_pool == "update" else None
+        state = state.replace(rollout=self.next_start(state.rollout, k_start))
         carry0 = state.rollout.carry
         end, traj = self.collect(state, k_roll)
         return self.learn(state.replace(rollout=end), traj, k_update, hp, carry0)
