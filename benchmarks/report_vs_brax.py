@@ -2,12 +2,15 @@
 
     python benchmarks/report_vs_brax.py benchmarks/results/vs_brax.json
     python benchmarks/report_vs_brax.py benchmarks/results/playground_vs_brax.json
+    python benchmarks/report_vs_brax.py benchmarks/results/playground_vs_brax.json \
+        --trace benchmarks/results/playground_trace
 """
 from __future__ import annotations
 
 import argparse
 import json
 import statistics as st
+from pathlib import Path
 
 
 def fmt(x, nd=0):
@@ -126,10 +129,63 @@ def playground(res) -> list[str]:
     return out
 
 
+# options that name where a run is written, not how it trains
+_WHERE = ("name", "out", "overwrite", "quiet")
+
+
+def trace(res: dict, folder: Path, table_runs: Path) -> list[str]:
+    """The runs that trace a gap (``folder``: one run directory per change, named
+    ``<Task>_<change>``, each ``vs_brax.py --playground``'s pgjax command with options
+    changed) against the table's pgjax runs of their task (``table_runs/<Task>``) and Brax's
+    trainer (``res``): the options changed, final returns and the two verdicts."""
+    import numpy as np
+
+    from pgjax.analysis import results
+    from pgjax.training.options import flat_options
+
+    def options(run: Path) -> dict:
+        return flat_options(json.loads((run / "config.json").read_text())["config"])
+
+    out = ["| task | options changed from the table's pgjax runs | final [95% CI] | against "
+           "the table's pgjax | against Brax's trainer | per seed |", "|---|---|---|---|---|---|"]
+    for run in sorted(p for p in folder.iterdir() if (p / "config.json").exists()):
+        task = run.name.split("_", 1)[0]
+        mine, base = options(run), options(table_runs / task)
+        changed = ", ".join(f"`{k}` {mine.get(k)}" for k in sorted(set(mine) | set(base))
+                            if k not in _WHERE and mine.get(k) != base.get(k))
+        final = results.finals(results.load([run], command="report_vs_brax.py"))
+        if len(final) == 0 or (final["env_steps"] != res["settings"]["steps"]).any():
+            out.append(f"| {task} | {changed or 'none'} | not finished | | | |")
+            continue  # a run still going (or stopped early) gives no final return
+        f = final.sort_values("seed")["final"].to_numpy(float)
+        pgjax = np.asarray(res[task]["pgjax"]["finals"], float)
+        brax = np.asarray([res[task]["brax"][k]["points"][-1]["eval_return"]
+                           for k in sorted(res[task]["brax"], key=int)], float)
+        said = []
+        for other in (pgjax, brax):
+            try:
+                v = results.verdict(f, other)
+                said.append(f"**{v.outcome}** ({v.difference:+,.0f} [{v.ci95[0]:+,.0f}, "
+                            f"{v.ci95[1]:+,.0f}])")
+            except results.VerdictError as e:
+                said.append(f"no verdict ({e})")
+        lo, hi = results.ci_or_range(f)
+        out.append(f"| {task} | {changed or 'none'} | {fmt(f.mean())} [{fmt(lo)}, {fmt(hi)}] | "
+                   f"{said[0]} | {said[1]} | {', '.join(fmt(x) for x in f)} |")
+    return out
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("json")
-    res = json.loads(open(p.parse_args().json).read())
+    p.add_argument("--trace", type=Path, default=None,
+                   help="(--playground's JSON) instead of its table, the runs tracing a gap "
+                        "in this folder, against the table's runs")
+    a = p.parse_args()
+    res = json.loads(open(a.json).read())
+    if a.trace is not None:
+        print("\n".join(trace(res, a.trace, Path(a.json).with_suffix(""))))
+        return
     if "comparison" not in res:  # vs_brax.py --playground
         print("\n".join(playground(res)))
         return

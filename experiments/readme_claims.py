@@ -30,7 +30,10 @@ shows up as a diff and no figure is typed by hand:
   and MPE (``experiments/jaxmarl_table.py``);
 - ``s2pg-protocol-finals``, ``happo-protocol-finals``, ``fixpo-paper-finals`` and
   ``happo-paper-finals`` (experiments/README.md, experiments 12c, 12d, 10b and 10d): final
-  returns per seed and verdicts of S2PG, HAPPO and FixPO against their baselines.
+  returns per seed and verdicts of S2PG, HAPPO and FixPO against their baselines;
+- ``playground-vs-brax`` and ``playground-trace`` (benchmarks/README.md): Brax's trainer
+  against pgjax on Playground's DM Control tasks (``benchmarks/vs_brax.py --playground``),
+  and the runs that trace where Brax's ends higher (``benchmarks/report_vs_brax.py``).
 """
 from __future__ import annotations
 
@@ -48,6 +51,9 @@ RECORDS = REPO / "experiments" / "results" / "quickstart"
 SWEEPS = REPO / "experiments" / "results" / "sweeps"
 README = REPO / "README.md"
 EXPERIMENTS_README = REPO / "experiments" / "README.md"
+BENCHMARKS_README = REPO / "benchmarks" / "README.md"
+PLAYGROUND_VS_BRAX = REPO / "benchmarks" / "results" / "playground_vs_brax.json"
+PLAYGROUND_TRACE = REPO / "benchmarks" / "results" / "playground_trace"
 DOCS = REPO / "docs"
 ORDER = ["ppo", "spo", "fixpo", "trpo"]
 NAMES = {"ppo": "PPO", "spo": "SPO", "fixpo": "FixPO", "trpo": "TRPO"}
@@ -139,9 +145,10 @@ def _covers(prob: pd.DataFrame) -> bool:
     return bool(((prob["ci95_lo"] <= 0.5) & (prob["ci95_hi"] >= 0.5)).all())
 
 
-def _experiment(name: str):
-    """A sibling script of this one (``experiments/<name>.py``) as a module."""
-    spec = importlib.util.spec_from_file_location(name, REPO / "experiments" / f"{name}.py")
+def _experiment(name: str, folder: str = "experiments"):
+    """A sibling script of this one (``experiments/<name>.py``), or a script of another
+    ``folder`` of the repository, as a module."""
+    spec = importlib.util.spec_from_file_location(name, REPO / folder / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -511,6 +518,19 @@ def jaxmarl_table() -> str:
     return _experiment("jaxmarl_table").table()
 
 
+def playground_vs_brax(trace: bool = False) -> str:
+    """``benchmarks/report_vs_brax.py``'s table of Brax's trainer against pgjax on
+    Playground's tasks (``vs_brax.py --playground``), or (``trace``) of the runs tracing its
+    gaps."""
+    import json
+
+    report = _experiment("report_vs_brax", "benchmarks")
+    res = json.loads(PLAYGROUND_VS_BRAX.read_text())
+    if trace:
+        return "\n".join(report.trace(res, PLAYGROUND_TRACE, PLAYGROUND_VS_BRAX.with_suffix("")))
+    return "\n".join(report.playground(res))
+
+
 def headline(folder: str = ".") -> str:
     """The headline results, a row each with a link to its page under ``docs/``, relative to
     ``folder``, the folder of the document that shows them (``.`` for README.md,
@@ -543,6 +563,8 @@ BLOCKS = {"headline": headline, "claims": claims,
           "quickstart-claims": render, "mujoco-table": mujoco_table, "dmc-table": dmc_table,
           "tianshou-settings": tianshou_settings, "preset-changes": preset_changes,
           "ant-observation": ant_observation, "jaxmarl-table": jaxmarl_table,
+          "playground-vs-brax": playground_vs_brax,
+          "playground-trace": functools.partial(playground_vs_brax, trace=True),
           **{name: functools.partial(paper_settings, name) for name in PAPER_SETTINGS}}
 HOMES = {"headline": README, "results-headline": DOCS / "results" / "index.md",
          "claims": DOCS / "results" / "claims.md",
@@ -552,6 +574,7 @@ HOMES = {"headline": README, "results-headline": DOCS / "results" / "index.md",
          "tianshou-settings": EXPERIMENTS_README, "preset-changes": EXPERIMENTS_README,
          "ant-observation": EXPERIMENTS_README,
          "jaxmarl-table": DOCS / "results" / "jaxmarl.md",
+         "playground-vs-brax": BENCHMARKS_README, "playground-trace": BENCHMARKS_README,
          **dict.fromkeys(PAPER_SETTINGS, EXPERIMENTS_README)}
 
 

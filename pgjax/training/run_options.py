@@ -59,9 +59,8 @@ class RunOptions:
     the whole run, as Brax's training wrapper does (its training program then contains no
     simulator reset, which shortens compilation); update: every environment starts a fresh
     episode before each rollout (as Brax's trainer resets them between updates: training
-    episodes are then at most one rollout long, cut episodes bootstrapped; their returns are
-    never complete, so the records' training returns stay empty). Host environments reset
-    themselves."""
+    episodes are then at most one rollout long, cut episodes bootstrapped; only those that
+    end within a rollout have a training return). Host environments reset themselves."""
     observe: str = "full"
     """Observation filter for partial observability: full, positions (velocities hidden)
     or velocities (positions hidden); locomotion tasks only."""
