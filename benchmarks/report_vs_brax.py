@@ -141,10 +141,12 @@ def trace(res: dict, folder: Path, table_runs: Path) -> list[str]:
     import numpy as np
 
     from pgjax.analysis import results
+    from pgjax.training.config import TrainConfig
     from pgjax.training.options import flat_options
 
-    def options(run: Path) -> dict:
-        return flat_options(json.loads((run / "config.json").read_text())["config"])
+    def options(run: Path) -> dict:  # every option, those recorded before it existed too
+        recorded = json.loads((run / "config.json").read_text())["config"]
+        return flat_options(TrainConfig.from_record(recorded).to_dict())
 
     out = ["| task | options changed from the table's pgjax runs | final [95% CI] | against "
            "the table's pgjax | against Brax's trainer | per seed |", "|---|---|---|---|---|---|"]
