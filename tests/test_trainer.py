@@ -224,24 +224,26 @@ def test_target_kl_early_stop_counts_steps():
     assert (steps >= 1).all() and (steps < 16).all()
 
 
+def _iterated(policy: str, reset_pool: str, n: int):
+    """SMALL's trainer with ``policy`` and ``reset_pool``, and its states from init (seed 0)
+    through ``n`` iterations."""
+    from pgjax.training.train import make_trainer
+
+    cfg = dataclasses.replace(SMALL, policy=policy, reset_pool=reset_pool)
+    trainer, hp = make_trainer(cfg), cfg.base_hparams()
+    states = [jax.jit(trainer.init)(jax.random.PRNGKey(0), hp)]
+    for _ in range(n):
+        states.append(jax.jit(trainer.iteration)(states[-1], hp)[0])
+    return trainer, states
+
+
 @pytest.mark.parametrize("policy", ["auto", pytest.param("recurrent", marks=pytest.mark.slow)])
 def test_reset_pool_redrawn_every_rollout_or_fixed(policy):
     """--reset-pool rollout redraws the restart states before every rollout (plain and BPTT
     trainers); fixed keeps each environment's one restart state for the whole run, and the
     episodes that end restart from exactly that state."""
-    from pgjax.training.train import make_trainer
-
-    pools = {}
-    for mode in ("rollout", "fixed"):
-        cfg = dataclasses.replace(SMALL, policy=policy, reset_pool=mode)
-        trainer = make_trainer(cfg)
-        hp = cfg.base_hparams()
-        state = jax.jit(trainer.init)(jax.random.PRNGKey(0), hp)
-        seen = [np.asarray(state.rollout.env_state.pool_obs)]
-        for _ in range(3):
-            state, _ = jax.jit(trainer.iteration)(state, hp)
-            seen.append(np.asarray(state.rollout.env_state.pool_obs))
-        pools[mode] = seen
+    pools = {mode: [np.asarray(s.rollout.env_state.pool_obs)
+                    for s in _iterated(policy, mode, 3)[1]] for mode in ("rollout", "fixed")}
     # the pools start equal (same key) and differ after every rollout only when redrawn
     np.testing.assert_array_equal(pools["rollout"][0], pools["fixed"][0])
     for a, b in zip(pools["rollout"], pools["rollout"][1:]):
@@ -256,18 +258,11 @@ def test_reset_pool_update_starts_every_rollout_on_fresh_episodes(policy):
     Brax's trainer resets its envs between updates): no episode outlives one rollout, the
     rollouts start from new draws of the task's initial states, and the policy's carry
     starts afresh with them; with the pool kept (fixed) episodes run across rollouts."""
-    from pgjax.training.train import make_trainer
-
     lengths = {}
     for mode in ("update", "fixed"):
-        cfg = dataclasses.replace(SMALL, policy=policy, reset_pool=mode)
-        trainer = make_trainer(cfg)
-        hp = cfg.base_hparams()
-        state = jax.jit(trainer.init)(jax.random.PRNGKey(0), hp)
-        firsts, lengths[mode] = [], []
-        for _ in range(4):
-            state, _ = jax.jit(trainer.iteration)(state, hp)
-            lengths[mode].append(np.asarray(state.rollout.env_state.t))
+        trainer, states = _iterated(policy, mode, 4)
+        state, firsts = states[-1], []
+        lengths[mode] = [np.asarray(s.rollout.env_state.t) for s in states[1:]]
         if mode == "update":
             for i in range(3):
                 start = jax.jit(trainer.next_start)(state.rollout, jax.random.PRNGKey(i))
